@@ -1,0 +1,102 @@
+#include "autograd/allocator.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace attograd {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t round_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+class SystemAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    size_t n = round_up(bytes == 0 ? 1 : bytes);
+    void* p = std::aligned_alloc(kAlign, n);
+    if (!p) throw std::bad_alloc();
+    size_t now = in_use_ += n;
+    size_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {}
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) override {
+    in_use_ -= round_up(bytes == 0 ? 1 : bytes);
+    std::free(p);
+  }
+  size_t bytes_in_use() const override { return in_use_; }
+  size_t peak_bytes() const override { return peak_; }
+
+ private:
+  std::atomic<size_t> in_use_{0}, peak_{0};
+};
+
+// Exact-size buckets: toy-transformer training reuses a small set of sizes.
+class CachingAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    size_t n = round_up(bytes == 0 ? 1 : bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    in_use_ += n;
+    if (in_use_ > peak_) peak_ = in_use_;
+    auto it = free_.find(n);
+    if (it != free_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      cached_ -= n;
+      return p;
+    }
+    void* p = std::aligned_alloc(kAlign, n);
+    if (!p) {
+      release_locked();
+      p = std::aligned_alloc(kAlign, n);
+      if (!p) throw std::bad_alloc();
+    }
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) override {
+    size_t n = round_up(bytes == 0 ? 1 : bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    in_use_ -= n;
+    free_[n].push_back(p);
+    cached_ += n;
+  }
+  size_t bytes_in_use() const override { return in_use_; }
+  size_t peak_bytes() const override { return peak_; }
+  void release_cached() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_locked();
+  }
+  ~CachingAllocator() override { release_locked(); }
+
+ private:
+  void release_locked() {
+    for (auto& [n, list] : free_)
+      for (void* p : list) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t in_use_ = 0, peak_ = 0, cached_ = 0;
+};
+
+std::shared_ptr<Allocator>& slot() {
+  static std::shared_ptr<Allocator> a = make_caching_allocator();
+  return a;
+}
+
+}  // namespace
+
+std::shared_ptr<Allocator> make_system_allocator() { return std::make_shared<SystemAllocator>(); }
+std::shared_ptr<Allocator> make_caching_allocator() { return std::make_shared<CachingAllocator>(); }
+Allocator& default_allocator() { return *slot(); }
+void set_allocator(std::shared_ptr<Allocator> a) { slot() = std::move(a); }
+std::shared_ptr<Allocator> current_allocator() { return slot(); }
+
+}  // namespace attograd

@@ -1,0 +1,34 @@
+// Every tensor's storage comes from one Allocator. The default is a caching
+// allocator: freed blocks are kept in per-size free lists and handed out again,
+// so a training loop that makes the same shapes every step stops calling malloc
+// after the first step. Swap it with set_allocator() without touching any op.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+namespace attograd {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes) = 0;  // 64-byte aligned
+  virtual void deallocate(void* p, size_t bytes) = 0;
+  // Bytes currently handed out, and the high-water mark.
+  virtual size_t bytes_in_use() const = 0;
+  virtual size_t peak_bytes() const = 0;
+  // Give cached, unused blocks back to the system.
+  virtual void release_cached() {}
+};
+
+// Plain aligned new/delete, no caching.
+std::shared_ptr<Allocator> make_system_allocator();
+// Size-bucketed cache over the system allocator (the default).
+std::shared_ptr<Allocator> make_caching_allocator();
+
+Allocator& default_allocator();
+// Replace the allocator used for new storage. Storage already allocated keeps
+// a reference to the allocator that made it.
+void set_allocator(std::shared_ptr<Allocator> a);
+std::shared_ptr<Allocator> current_allocator();
+
+}  // namespace attograd

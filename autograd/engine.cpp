@@ -1,0 +1,217 @@
+// The reverse-mode engine: record() builds the graph during the forward pass;
+// run_backward() walks it once in reverse topological order.
+#include <cmath>
+#include <unordered_map>
+
+#include "autograd/node.h"
+#include "autograd/ops/elementwise.h"
+
+namespace attograd {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+thread_local bool g_anomaly = false;
+
+std::string shapes_str(const std::vector<Shape>& shapes) {
+  std::string s;
+  for (size_t i = 0; i < shapes.size(); ++i) s += (i ? ", " : "") + shape_str(shapes[i]);
+  return s;
+}
+
+// A leaf's AccumulateGrad node: made on first use, shared while alive.
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
+  TensorImpl* impl = leaf.impl();
+  if (auto n = impl->grad_accumulator.lock()) return n;
+  auto n = std::make_shared<Node>();
+  n->name = "AccumulateGrad";
+  n->leaf = leaf.impl_ptr();
+  n->input_shapes = {impl->shape};
+  n->input_dtypes = {impl->dtype};
+  impl->grad_accumulator = n;
+  return n;
+}
+
+// leaf.grad += g, in place once the leaf owns a gradient buffer.
+void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g) {
+  if (!leaf.grad) {
+    leaf.grad = g.clone().impl_ptr();  // own a contiguous copy: g may alias other buffers
+    return;
+  }
+  Tensor acc(leaf.grad);
+  add_(acc, g);
+}
+}  // namespace
+
+bool GradMode::enabled() { return g_grad_enabled; }
+void GradMode::set_enabled(bool on) { g_grad_enabled = on; }
+bool AnomalyMode::enabled() { return g_anomaly; }
+void AnomalyMode::set_enabled(bool on) { g_anomaly = on; }
+
+Node::~Node() {
+  // Move the edges out and drop the closure first; then unlink every node we
+  // are the last owner of, iteratively, so nothing recurses.
+  std::vector<std::shared_ptr<Node>> stack = std::move(next);
+  backward = nullptr;
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    if (n && n.use_count() == 1) {
+      for (auto& c : n->next) stack.push_back(std::move(c));
+      n->next.clear();
+      n->backward = nullptr;  // may drop saved tensors that own nodes now in `stack`
+    }
+  }
+}
+
+void Grads::accumulate(size_t i, const Tensor& g) {
+  const std::string& op = node_.name;
+  if (i >= node_.next.size())
+    fail<AutogradError>(op, "backward wrote a gradient for input {}, but the op has {} inputs", i,
+                        node_.next.size());
+  if (!g.defined()) return;
+  if (g.shape() != node_.input_shapes[i])
+    fail<ShapeError>(op,
+                     "gradient for input {} has shape {}, but the input has shape {}; hint: a "
+                     "broadcast operand's gradient must go through sum_to",
+                     i, shape_str(g.shape()), shape_str(node_.input_shapes[i]));
+  if (g.dtype() != node_.input_dtypes[i])
+    fail<DTypeError>(op, "gradient for input {} has dtype {}, but the input has dtype {}", i,
+                     dtype_name(g.dtype()), dtype_name(node_.input_dtypes[i]));
+  if (AnomalyMode::enabled() && !all_finite(g))
+    fail<AutogradError>(op, "backward produced a non-finite gradient for input {} (inputs: {})", i,
+                        shapes_str(node_.input_shapes));
+  if (node_.next[i]) sink_(node_.next[i].get(), g);
+}
+
+bool all_finite(const Tensor& t) {
+  if (!is_floating(t.dtype())) return true;
+  return dispatch_float(t.dtype(), "all_finite", [&]<class T>() {
+    bool ok = true;
+    const T* p = static_cast<const T*>(t.impl()->storage->data);
+    for_each_offset(t.shape(), t.strides(), t.offset(), [&](int64_t o) { ok = ok && std::isfinite(p[o]); });
+    return ok;
+  });
+}
+
+bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+  if (!GradMode::enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs,
+              BackwardFn backward) {
+  if (AnomalyMode::enabled() && is_floating(out.dtype()) && !all_finite(out)) {
+    std::vector<Shape> shapes;
+    for (const Tensor& t : inputs) shapes.push_back(t.defined() ? t.shape() : Shape{});
+    fail<AutogradError>(op, "forward produced a non-finite value (output {}, inputs: {})",
+                        shape_str(out.shape()), shapes_str(shapes));
+  }
+  if (!GradMode::enabled()) return out;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
+  if (!any) return out;
+  if (out.grad_fn())
+    fail<AutogradError>(op, "record() needs a fresh output tensor, got one that already has grad_fn <{}>",
+                        out.grad_fn_name());
+  auto node = std::make_shared<Node>();
+  node->name = std::string(op);
+  node->backward = std::move(backward);
+  for (const Tensor& t : inputs) {
+    node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
+    node->input_dtypes.push_back(t.defined() ? t.dtype() : DType::f32);
+    if (!t.defined() || !t.requires_grad()) node->next.push_back(nullptr);
+    else if (t.grad_fn()) node->next.push_back(t.grad_fn());
+    else node->next.push_back(grad_accumulator(t));
+  }
+  out.impl()->grad_fn = std::move(node);
+  out.impl()->requires_grad = true;
+  return out;
+}
+
+Tensor record(std::string_view op, Tensor out, std::initializer_list<Tensor> inputs,
+              BackwardFn backward) {
+  return record(op, std::move(out), std::vector<Tensor>(inputs), std::move(backward));
+}
+
+void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
+  if (!root.defined()) fail<AutogradError>("backward", "called on an undefined tensor");
+  if (!root.requires_grad())
+    fail<AutogradError>("backward",
+                        "tensor {} does not require grad and has no grad_fn; hint: call "
+                        "requires_grad_() on the leaves you want gradients for",
+                        shape_str(root.shape()));
+  Tensor grad = grad_in;
+  if (!grad.defined()) {
+    if (root.numel() != 1)
+      fail<AutogradError>("backward",
+                          "grad can be implicitly created only for a one-element output, got shape "
+                          "{}; hint: pass a gradient of that shape, or reduce with sum()/mean()",
+                          shape_str(root.shape()));
+    grad = Tensor::ones(root.shape(), root.dtype());
+  } else if (grad.shape() != root.shape() || grad.dtype() != root.dtype()) {
+    fail<ShapeError>("backward", "gradient has shape {} {}, but the output has shape {} {}",
+                     shape_str(grad.shape()), dtype_name(grad.dtype()), shape_str(root.shape()),
+                     dtype_name(root.dtype()));
+  }
+
+  NoGradGuard no_grad;  // backward math is not recorded
+  if (!root.grad_fn()) {  // a leaf: its gradient is the given one
+    accumulate_into_leaf(*root.impl(), grad);
+    return;
+  }
+
+  // 1. Count, for every reachable node, how many edges point at it (iterative DFS).
+  Node* start = root.grad_fn().get();
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack{start};
+  deps[start] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (auto& c : n->next) {
+      if (!c) continue;
+      auto [it, fresh] = deps.try_emplace(c.get(), 0);
+      ++it->second;
+      if (fresh) stack.push_back(c.get());
+    }
+  }
+
+  // 2. Kahn's algorithm: a node runs once every consumer has added its share.
+  std::unordered_map<Node*, Tensor> buffers;
+  buffers[start] = grad;
+  auto sink = [&](Node* target, const Tensor& g) {
+    auto [it, fresh] = buffers.try_emplace(target, g);
+    if (!fresh) it->second = add(it->second, g);
+  };
+  std::vector<Node*> ready{start};
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    auto it = buffers.find(n);
+    if (it != buffers.end()) {
+      Tensor g = std::move(it->second);
+      buffers.erase(it);
+      if (!n->leaf.expired() || n->name == "AccumulateGrad") {
+        if (auto leaf = n->leaf.lock()) accumulate_into_leaf(*leaf, g);
+      } else {
+        if (n->released)
+          fail<AutogradError>(n->name,
+                              "trying to backward through the graph a second time, but its saved "
+                              "tensors were freed; hint: pass retain_graph=true to the first "
+                              "backward()");
+        Grads dx(*n, sink);
+        n->backward(g, dx);
+        if (!retain_graph) {
+          n->backward = nullptr;
+          n->released = true;
+        }
+      }
+    }
+    for (auto& c : n->next)
+      if (c && --deps[c.get()] == 0) ready.push_back(c.get());
+  }
+}
+
+}  // namespace attograd

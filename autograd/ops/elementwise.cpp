@@ -1,0 +1,380 @@
+// Elementwise ops: forward, then the backward closure right under it.
+//
+// Shape legend: a, b, x are any shapes that broadcast together (NumPy rules);
+// out has the broadcast shape; grad (dL/dout) has out's shape. A broadcast
+// operand's gradient is brought back to its own shape by sum_to().
+#include "autograd/ops/elementwise.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "autograd/node.h"
+#include "autograd/ops/kernels.h"
+#include "autograd/ops/reduction.h"
+
+namespace attograd {
+
+// ---- broadcasting helpers -------------------------------------------------
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail<ShapeError>(op, "shapes {} and {} do not broadcast (dim {}: {} vs {}); hint: sizes must "
+                       "match or be 1, aligned from the right", shape_str(a), shape_str(b), i, da, db);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Shape broadcast_strides(const Tensor& t, const Shape& out) {
+  const size_t lead = out.size() - t.shape().size();
+  Shape st(out.size(), 0);
+  for (size_t i = 0; i < t.shape().size(); ++i)
+    st[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return st;
+}
+
+namespace {
+
+void check_same_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    fail<DTypeError>(op, "operands have dtypes {} {} and {} {}; hint: convert one with .to()",
+                     dtype_name(a.dtype()), shape_str(a.shape()), dtype_name(b.dtype()),
+                     shape_str(b.shape()));
+}
+
+// Values of f(a, b) over the broadcast shape, for a floating dtype.
+template <class F>
+Tensor zip_float(std::string_view op, const Tensor& a, const Tensor& b, F f) {
+  check_same_dtype(op, a, b);
+  return dispatch_float(a.dtype(), op, [&]<class T>() { return zip<T>(op, a, b, [&](T x, T y) { return f(x, y); }); });
+}
+
+template <class F>
+Tensor map_float(std::string_view op, const Tensor& x, F f) {
+  return dispatch_float(x.dtype(), op, [&]<class T>() { return map<T>(x, [&](T v) { return f(v); }); });
+}
+
+Tensor scalar_like(double v, const Tensor& t) { return Tensor::scalar(v, t.dtype()); }
+
+}  // namespace
+
+// sum_to: x [broadcast of shape] -> out [shape]
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  const size_t lead = x.dim() - shape.size();
+  if (x.shape().size() < shape.size())
+    fail<ShapeError>("sum_to", "cannot sum shape {} to the larger shape {}", shape_str(x.shape()), shape_str(shape));
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < x.shape().size(); ++i) {
+    if (i < lead) dims.push_back(static_cast<int64_t>(i));
+    else if (shape[i - lead] == 1 && x.shape()[i] != 1) dims.push_back(static_cast<int64_t>(i));
+    else if (shape[i - lead] != x.shape()[i])
+      fail<ShapeError>("sum_to", "shape {} is not a broadcast of {}", shape_str(x.shape()), shape_str(shape));
+  }
+  return sum(x, dims, /*keepdim=*/true).reshape(shape);
+}
+
+// ---- binary arithmetic ------------------------------------------------------
+
+// add: out = a + b
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = zip_float("add", a, b, [](auto x, auto y) { return x + y; });
+  return record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& grad, Grads& dx) {
+    // out = a + b  =>  da = grad,  db = grad
+    if (dx.needs(0)) dx[0] += sum_to(grad, sa);
+    if (dx.needs(1)) dx[1] += sum_to(grad, sb);
+  });
+}
+
+// sub: out = a - b
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = zip_float("sub", a, b, [](auto x, auto y) { return x - y; });
+  return record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& grad, Grads& dx) {
+    // out = a - b  =>  da = grad,  db = -grad
+    if (dx.needs(0)) dx[0] += sum_to(grad, sa);
+    if (dx.needs(1)) dx[1] += sum_to(neg(grad), sb);
+  });
+}
+
+// mul: out = a * b
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = zip_float("mul", a, b, [](auto x, auto y) { return x * y; });
+  if (!any_requires_grad({a, b})) return out;
+  // Save each operand only if the *other* one needs a gradient.
+  Tensor sa = b.requires_grad() ? a.detach() : Tensor(), sb = a.requires_grad() ? b.detach() : Tensor();
+  return record("mul", out, {a, b}, [sa, sb, shape_a = a.shape(), shape_b = b.shape()](const Tensor& grad, Grads& dx) {
+    // out = a * b  =>  da = grad * b,  db = grad * a
+    if (dx.needs(0)) dx[0] += sum_to(mul(grad, sb), shape_a);
+    if (dx.needs(1)) dx[1] += sum_to(mul(grad, sa), shape_b);
+  });
+}
+
+// div: out = a / b
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = zip_float("div", a, b, [](auto x, auto y) { return x / y; });
+  if (!any_requires_grad({a, b})) return out;
+  return record("div", out, {a, b}, [b_ = b.detach(), y = out.detach(), sa = a.shape(), sb = b.shape()](const Tensor& grad, Grads& dx) {
+    // out = a / b  =>  da = grad / b,  db = -grad * a / b^2 = -grad * out / b
+    if (dx.needs(0)) dx[0] += sum_to(div(grad, b_), sa);
+    if (dx.needs(1)) dx[1] += sum_to(neg(div(mul(grad, y), b_)), sb);
+  });
+}
+
+// pow: out = a ^ b (elementwise, both tensors)
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = zip_float("pow", a, b, [](auto x, auto y) { return std::pow(x, y); });
+  if (!any_requires_grad({a, b})) return out;
+  return record("pow", out, {a, b}, [a_ = a.detach(), b_ = b.detach(), y = out.detach()](const Tensor& grad, Grads& dx) {
+    // out = a^b  =>  da = grad * b * a^(b-1),  db = grad * out * log(a)
+    if (dx.needs(0)) {
+      Tensor da = zip_float("pow", a_, b_, [](auto x, auto e) { return e == 0 ? decltype(x)(0) : e * std::pow(x, e - 1); });
+      dx[0] += sum_to(mul(grad, da), a_.shape());
+    }
+    if (dx.needs(1)) {
+      // d/db a^b = a^b log a; taken as 0 where a == 0 (PyTorch's convention: b > 0 there)
+      Tensor db = zip_float("pow", y, a_, [](auto p, auto x) { return x == 0 ? decltype(x)(0) : p * std::log(x); });
+      dx[1] += sum_to(mul(grad, db), b_.shape());
+    }
+  });
+}
+
+// pow: out = x ^ p (scalar exponent)
+Tensor pow(const Tensor& x, double p) {
+  Tensor out = map_float("pow", x, [p](auto v) { return std::pow(v, static_cast<decltype(v)>(p)); });
+  return record("pow", out, {x}, [x_ = x.detach(), p](const Tensor& grad, Grads& dx) {
+    // out = x^p  =>  dx = grad * p * x^(p-1)
+    if (p == 0) { dx[0] += Tensor::zeros(grad.shape(), grad.dtype()); return; }
+    dx[0] += mul(grad, map_float("pow", x_, [p](auto v) { using T = decltype(v); return static_cast<T>(p) * std::pow(v, static_cast<T>(p - 1)); }));
+  });
+}
+
+// ---- unary ---------------------------------------------------------------------
+
+// neg: out = -x
+Tensor neg(const Tensor& x) {
+  Tensor out = map_float("neg", x, [](auto v) { return -v; });
+  return record("neg", out, {x}, [](const Tensor& grad, Grads& dx) {
+    // out = -x  =>  dx = -grad
+    dx[0] += neg(grad);
+  });
+}
+
+// exp: out = e^x (saves out)
+Tensor exp(const Tensor& x) {
+  Tensor out = map_float("exp", x, [](auto v) { return std::exp(v); });
+  return record("exp", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
+    // out = e^x  =>  dx = grad * out
+    dx[0] += mul(grad, y);
+  });
+}
+
+// log: out = ln x
+Tensor log(const Tensor& x) {
+  Tensor out = map_float("log", x, [](auto v) { return std::log(v); });
+  return record("log", out, {x}, [x_ = x.detach()](const Tensor& grad, Grads& dx) {
+    // out = ln x  =>  dx = grad / x
+    dx[0] += div(grad, x_);
+  });
+}
+
+// sqrt: out = √x (saves out)
+Tensor sqrt(const Tensor& x) {
+  Tensor out = map_float("sqrt", x, [](auto v) { return std::sqrt(v); });
+  return record("sqrt", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
+    // out = √x  =>  dx = grad / (2 out)
+    dx[0] += zip_float("sqrt", grad, y, [](auto g, auto r) { return g / (2 * r); });
+  });
+}
+
+// abs: out = |x|
+Tensor abs(const Tensor& x) {
+  Tensor out = map_float("abs", x, [](auto v) { return std::abs(v); });
+  return record("abs", out, {x}, [x_ = x.detach()](const Tensor& grad, Grads& dx) {
+    // out = |x|  =>  dx = grad * sign(x)   (sign(0) = 0, as PyTorch)
+    dx[0] += zip_float("abs", grad, x_, [](auto g, auto v) { return v > 0 ? g : (v < 0 ? -g : decltype(g)(0)); });
+  });
+}
+
+// tanh: out = tanh x (saves out)
+Tensor tanh(const Tensor& x) {
+  Tensor out = map_float("tanh", x, [](auto v) { return std::tanh(v); });
+  return record("tanh", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
+    // out = tanh x  =>  dx = grad * (1 - out^2)
+    dx[0] += zip_float("tanh", grad, y, [](auto g, auto t) { return g * (1 - t * t); });
+  });
+}
+
+// sigmoid: out = 1 / (1 + e^-x) (saves out)
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = map_float("sigmoid", x, [](auto v) {
+    using T = decltype(v);
+    return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
+  });
+  return record("sigmoid", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
+    // out = σ(x)  =>  dx = grad * out * (1 - out)
+    dx[0] += zip_float("sigmoid", grad, y, [](auto g, auto s) { return g * s * (1 - s); });
+  });
+}
+
+// relu: out = max(x, 0) (saves out)
+Tensor relu(const Tensor& x) {
+  Tensor out = map_float("relu", x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
+  return record("relu", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
+    // out = max(x, 0)  =>  dx = grad where out > 0, else 0
+    dx[0] += zip_float("relu", grad, y, [](auto g, auto r) { return r > 0 ? g : decltype(g)(0); });
+  });
+}
+
+// gelu: out = x Φ(x), Φ the standard normal CDF
+//   exact:  Φ(x) = ½ (1 + erf(x/√2))
+//   tanh:   Φ(x) ≈ ½ (1 + tanh(√(2/π) (x + 0.044715 x³)))
+namespace {
+constexpr double kInvSqrt2 = 0.70710678118654752440, kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794, kC = 0.044715;
+}  // namespace
+
+Tensor gelu(const Tensor& x, GeluApprox approx) {
+  const bool exact = approx == GeluApprox::none;
+  Tensor out = map_float("gelu", x, [exact](auto v) {
+    using T = decltype(v);
+    if (exact) return T(0.5) * v * (T(1) + std::erf(v * T(kInvSqrt2)));
+    return T(0.5) * v * (T(1) + std::tanh(T(kSqrt2OverPi) * (v + T(kC) * v * v * v)));
+  });
+  return record("gelu", out, {x}, [x_ = x.detach(), exact](const Tensor& grad, Grads& dx) {
+    // exact: d/dx [x Φ(x)] = Φ(x) + x φ(x),   φ(x) = e^(-x²/2) / √(2π)
+    // tanh:  with u = √(2/π)(x + 0.044715x³), t = tanh u:
+    //        d/dx = ½(1 + t) + ½ x (1 - t²) √(2/π) (1 + 3·0.044715 x²)
+    dx[0] += zip_float("gelu", grad, x_, [exact](auto g, auto v) {
+      using T = decltype(v);
+      if (exact) {
+        const T cdf = T(0.5) * (T(1) + std::erf(v * T(kInvSqrt2)));
+        const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v);
+        return g * (cdf + v * pdf);
+      }
+      const T t = std::tanh(T(kSqrt2OverPi) * (v + T(kC) * v * v * v));
+      return g * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * kC) * v * v));
+    });
+  });
+}
+
+// clamp: out = min(max(x, lo), hi)
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  if (lo && hi && *lo > *hi) fail<ValueError>("clamp", "lo ({}) must not exceed hi ({})", *lo, *hi);
+  const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
+  Tensor out = map_float("clamp", x, [l, h](auto v) {
+    using T = decltype(v);
+    return v < T(l) ? T(l) : (v > T(h) ? T(h) : v);
+  });
+  return record("clamp", out, {x}, [x_ = x.detach(), l, h](const Tensor& grad, Grads& dx) {
+    // out = clamp(x, lo, hi)  =>  dx = grad where lo <= x <= hi, else 0
+    dx[0] += zip_float("clamp", grad, x_, [l, h](auto g, auto v) {
+      using T = decltype(v);
+      return (v >= T(l) && v <= T(h)) ? g : T(0);
+    });
+  });
+}
+
+namespace {
+void check_mask(std::string_view op, const Tensor& m) {
+  if (m.dtype() != DType::b8)
+    fail<DTypeError>(op, "mask must be b8 (bool), got {} {}; hint: build it with eq/gt/lt or "
+                     "Tensor::from_vector(std::vector<bool>)", dtype_name(m.dtype()), shape_str(m.shape()));
+}
+}  // namespace
+
+// where: out = cond ? a : b     cond (b8), a, b broadcast together
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_mask("where", cond);
+  check_same_dtype("where", a, b);
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor c, out;
+  {
+    NoGradGuard no_grad;  // the expands below are forward plumbing, not graph
+    c = cond.expand(shape);
+    const Tensor bv = b.expand(shape).contiguous();
+    out = dispatch_float(a.dtype(), "where", [&]<class T>() {
+      Tensor r = zip<T>("where", a, c, [](T v, bool m) { return m ? v : T(0); });
+      T* po = r.data<T>();
+      const T* pb = bv.data<T>();
+      const Tensor cc = c.contiguous();
+      const bool* pc = cc.data<bool>();
+      for (int64_t i = 0, n = r.numel(); i < n; ++i) if (!pc[i]) po[i] = pb[i];
+      return r;
+    });
+  }
+  return record("where", out, {a, b}, [c, sa = a.shape(), sb = b.shape()](const Tensor& grad, Grads& dx) {
+    // out = cond ? a : b  =>  da = grad where cond,  db = grad where !cond
+    if (dx.needs(0)) dx[0] += sum_to(masked_fill(grad, logical_not(c), 0.0), sa);
+    if (dx.needs(1)) dx[1] += sum_to(masked_fill(grad, c, 0.0), sb);
+  });
+}
+
+// masked_fill: out = mask ? value : x     mask (b8) broadcasts to x's shape; out: x's shape
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_mask("masked_fill", mask);
+  if (broadcast_shapes(x.shape(), mask.shape(), "masked_fill") != x.shape())
+    fail<ShapeError>("masked_fill", "mask {} must broadcast to the input's shape {}", shape_str(mask.shape()),
+                     shape_str(x.shape()));
+  Tensor out = dispatch_float(x.dtype(), "masked_fill", [&]<class T>() {
+    const T v = static_cast<T>(value);
+    return zip<T>("masked_fill", x, mask, [v](T a, bool m) { return m ? v : a; });
+  });
+  return record("masked_fill", out, {x}, [m = mask](const Tensor& grad, Grads& dx) {
+    // out = mask ? value : x  =>  dx = grad where !mask, else 0 (a constant has no gradient)
+    dx[0] += masked_fill(grad, m, 0.0);
+  });
+}
+
+// ---- comparisons (no gradient) ---------------------------------------------------
+
+Tensor eq(const Tensor& a, const Tensor& b) {
+  check_same_dtype("eq", a, b);
+  return dispatch_all(a.dtype(), [&]<class T>() { return zip<T>("eq", a, b, [](T x, T y) { return x == y; }, DType::b8); });
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  check_same_dtype("gt", a, b);
+  return dispatch_all(a.dtype(), [&]<class T>() { return zip<T>("gt", a, b, [](T x, T y) { return x > y; }, DType::b8); });
+}
+Tensor lt(const Tensor& a, const Tensor& b) { return gt(b, a); }
+Tensor logical_not(const Tensor& m) {
+  check_mask("logical_not", m);
+  return map<bool>(m, [](bool v) { return !v; }, DType::b8);
+}
+
+void add_(Tensor& acc, const Tensor& g) {
+  check_same_dtype("add_", acc, g);
+  if (broadcast_shapes(acc.shape(), g.shape(), "add_") != acc.shape())
+    fail<ShapeError>("add_", "cannot add shape {} into shape {} in place", shape_str(g.shape()), shape_str(acc.shape()));
+  dispatch_float(acc.dtype(), "add_", [&]<class T>() {
+    if (acc.is_contiguous() && g.is_contiguous() && g.shape() == acc.shape()) {
+      T* pa = acc.data<T>();
+      const T* pg = g.data<T>();
+      for (int64_t i = 0, n = acc.numel(); i < n; ++i) pa[i] += pg[i];
+      return;
+    }
+    acc.copy_(zip<T>("add_", acc, g, [](T x, T y) { return x + y; }));
+  });
+}
+
+// ---- operators -------------------------------------------------------------------
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
+Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
+
+}  // namespace attograd

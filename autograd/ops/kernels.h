@@ -1,0 +1,84 @@
+// Elementwise kernel templates shared by the op files. They compute values
+// only; the op files wrap them with record() to join the graph.
+//
+//   map<T>(x, f)        out[i] = f(x[i])                   out: x's shape, contiguous
+//   zip<T>(op, a, b, f) out[i] = f(a[i'], b[i''])          out: broadcast(a, b), contiguous
+//
+// Both read any strides (views, expanded operands) and write a fresh
+// contiguous tensor; the contiguous same-shape case is one flat loop.
+#pragma once
+#include <string_view>
+
+#include "autograd/tensor.h"
+
+namespace attograd {
+
+// NumPy broadcasting: align from the right; sizes must match or be 1.
+Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op);
+// t's strides seen from `out` (a broadcast of t's shape): 0 where t is broadcast.
+Shape broadcast_strides(const Tensor& t, const Shape& out);
+
+template <class T, class F>
+Tensor map(const Tensor& x, F f, DType out_dtype = dtype_of<T>()) {
+  Tensor out = Tensor::empty(x.shape(), out_dtype);
+  const T* px = static_cast<const T*>(x.impl()->storage->data);
+  dispatch_all(out_dtype, [&]<class R>() {
+    R* po = out.data<R>();
+    if (x.is_contiguous()) {
+      px += x.offset();
+      for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = static_cast<R>(f(px[i]));
+    } else {
+      int64_t k = 0;
+      for_each_offset(x.shape(), x.strides(), x.offset(), [&](int64_t o) { po[k++] = static_cast<R>(f(px[o])); });
+    }
+  });
+  return out;
+}
+
+template <class T, class F>
+Tensor zip(std::string_view op, const Tensor& a, const Tensor& b, F f, DType out_dtype = dtype_of<T>()) {
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = Tensor::empty(shape, out_dtype);
+  using A = T;
+  const A* pa = static_cast<const A*>(a.impl()->storage->data);
+  dispatch_all(b.dtype(), [&]<class B>() {
+    const B* pb = static_cast<const B*>(b.impl()->storage->data);
+    dispatch_all(out_dtype, [&]<class R>() {
+      if constexpr (std::is_invocable_v<F, A, B>) {
+        R* po = out.data<R>();
+        const int64_t n = out.numel();
+        if (a.shape() == shape && b.shape() == shape && a.is_contiguous() && b.is_contiguous()) {
+          const A* xa = pa + a.offset();
+          const B* xb = pb + b.offset();
+          for (int64_t i = 0; i < n; ++i) po[i] = static_cast<R>(f(xa[i], xb[i]));
+          return;
+        }
+        if (b.numel() == 1 && a.shape() == shape && a.is_contiguous()) {
+          const A* xa = pa + a.offset();
+          const B vb = pb[b.offset()];
+          for (int64_t i = 0; i < n; ++i) po[i] = static_cast<R>(f(xa[i], vb));
+          return;
+        }
+        const Shape sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
+        // Walk the output in row-major order, carrying both input offsets.
+        const size_t nd = shape.size();
+        std::vector<int64_t> idx(nd, 0);
+        int64_t oa = a.offset(), ob = b.offset();
+        for (int64_t i = 0; i < n; ++i) {
+          po[i] = static_cast<R>(f(pa[oa], pb[ob]));
+          for (size_t d = nd; d-- > 0;) {
+            oa += sa[d];
+            ob += sb[d];
+            if (++idx[d] < shape[d]) break;
+            oa -= sa[d] * shape[d];
+            ob -= sb[d] * shape[d];
+            idx[d] = 0;
+          }
+        }
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace attograd

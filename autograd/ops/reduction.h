@@ -1,0 +1,27 @@
+// Reductions over a list of dims (negative dims count from the end), with
+// keepdim; the overloads without dims reduce everything to a 0-d tensor.
+#pragma once
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace attograd {
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor sum(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+// Variance with Bessel's correction by default (PyTorch's var: correction = 1).
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction = 1, bool keepdim = false);
+Tensor var(const Tensor& x, int64_t correction = 1);
+
+struct MaxResult {
+  Tensor values;   // differentiable
+  Tensor indices;  // i64, position of the first maximum along dim
+};
+MaxResult max(const Tensor& x, int64_t dim, bool keepdim = false);
+// The largest element; its gradient is shared evenly among ties (as PyTorch).
+Tensor max(const Tensor& x);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+
+}  // namespace attograd

@@ -1,0 +1,332 @@
+#include "autograd/tensor.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "autograd/node.h"
+
+namespace attograd {
+
+Storage::Storage(size_t n, std::shared_ptr<Allocator> alloc)
+    : nbytes(n), allocator(std::move(alloc)) {
+  data = allocator->allocate(nbytes);
+}
+Storage::~Storage() { allocator->deallocate(data, nbytes); }
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op) {
+  const int64_t lo = -std::max<int64_t>(ndim, 1), hi = std::max<int64_t>(ndim, 1) - 1;
+  if (dim < lo || dim > hi)
+    fail<IndexError>(op, "dim {} is out of range for a {}-d tensor (expected [{}, {}])", dim, ndim,
+                     lo, hi);
+  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.impl()->storage;
+  impl->offset = offset;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->dtype = t.dtype();
+  return Tensor(std::move(impl));
+}
+
+// ---- creation ---------------------------------------------------------------
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  for (int64_t d : shape)
+    if (d < 0) fail<ShapeError>("empty", "negative size in shape {}", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), current_allocator());
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.raw_data(), 0, t.numel() * dtype_size(dtype));
+  return t;
+}
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor Tensor::arange(double start, double end, double step, DType dtype) {
+  if (step == 0) fail<ValueError>("arange", "step must be non-zero");
+  const double span = (end - start) / step;
+  const int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
+  Tensor t = empty({n}, dtype);
+  dispatch_all(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + step * static_cast<double>(i));
+  });
+  return t;
+}
+
+namespace {
+template <class Fill>
+Tensor random_tensor(const Shape& shape, DType dtype, std::string_view op, Fill&& next) {
+  Tensor t = Tensor::empty(shape, dtype);
+  dispatch_float(dtype, op, [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(next());
+  });
+  return t;
+}
+}  // namespace
+
+Tensor Tensor::rand(const Shape& shape, Generator& gen, DType dtype) {
+  return random_tensor(shape, dtype, "rand", [&] { return gen.uniform(); });
+}
+Tensor Tensor::randn(const Shape& shape, Generator& gen, DType dtype) {
+  return random_tensor(shape, dtype, "randn", [&] { return gen.normal(); });
+}
+Tensor Tensor::uniform(const Shape& shape, double lo, double hi, Generator& gen, DType dtype) {
+  if (!(lo <= hi)) fail<ValueError>("uniform", "expected lo <= hi, got lo={} hi={}", lo, hi);
+  return random_tensor(shape, dtype, "uniform", [&] { return lo + (hi - lo) * gen.uniform(); });
+}
+Tensor Tensor::normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype) {
+  if (!(std >= 0)) fail<ValueError>("normal", "expected std >= 0, got {}", std);
+  return random_tensor(shape, dtype, "normal", [&] { return mean + std * gen.normal(); });
+}
+
+namespace {
+template <class V>
+Tensor from_values(const V& values, const Shape& shape, DType dtype) {
+  if (static_cast<int64_t>(values.size()) != shape_numel(shape))
+    fail<ShapeError>("from_vector", "{} values do not fill shape {} ({} elements)", values.size(),
+                     shape_str(shape), shape_numel(shape));
+  Tensor t = Tensor::empty(shape, dtype);
+  dispatch_all(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+  });
+  return t;
+}
+}  // namespace
+
+Tensor Tensor::from_vector(const std::vector<double>& v, const Shape& s, DType d) { return from_values(v, s, d); }
+Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& s) { return from_values(v, s, DType::f32); }
+Tensor Tensor::from_vector(const std::vector<int64_t>& v, const Shape& s) { return from_values(v, s, DType::i64); }
+Tensor Tensor::from_vector(const std::vector<bool>& v, const Shape& s) { return from_values(v, s, DType::b8); }
+Tensor Tensor::from_list(std::initializer_list<double> v, const Shape& s, DType d) {
+  return from_values(std::vector<double>(v), s, d);
+}
+
+// ---- metadata ---------------------------------------------------------------
+
+void Tensor::check_defined(std::string_view what) const {
+  if (!impl_) fail<ValueError>(what, "called on an undefined tensor");
+}
+const Shape& Tensor::shape() const { check_defined("shape"); return impl_->shape; }
+const Shape& Tensor::strides() const { check_defined("strides"); return impl_->strides; }
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::numel() const { return shape_numel(shape()); }
+DType Tensor::dtype() const { check_defined("dtype"); return impl_->dtype; }
+int64_t Tensor::offset() const { check_defined("offset"); return impl_->offset; }
+bool Tensor::shares_storage(const Tensor& o) const {
+  return impl_ && o.impl_ && impl_->storage == o.impl_->storage;
+}
+
+bool Tensor::is_contiguous() const {
+  const Shape& s = shape();
+  const Shape& st = strides();
+  int64_t expect = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    if (s[i] == 1) continue;
+    if (st[i] != expect) return false;
+    expect *= s[i];
+  }
+  return true;
+}
+
+template <class T>
+T* Tensor::data() const {
+  check_defined("data");
+  if (dtype_of<T>() != impl_->dtype)
+    fail<DTypeError>("data", "asked for {} elements of a {} tensor", dtype_name(dtype_of<T>()),
+                     dtype_name(impl_->dtype));
+  return static_cast<T*>(impl_->storage->data) + impl_->offset;
+}
+template float* Tensor::data<float>() const;
+template double* Tensor::data<double>() const;
+template int64_t* Tensor::data<int64_t>() const;
+template bool* Tensor::data<bool>() const;
+
+void* Tensor::raw_data() const {
+  check_defined("raw_data");
+  return static_cast<char*>(impl_->storage->data) + impl_->offset * dtype_size(impl_->dtype);
+}
+
+double Tensor::item() const {
+  if (numel() != 1)
+    fail<ShapeError>("item", "expected a one-element tensor, got shape {}", shape_str(shape()));
+  return dispatch_all(dtype(), [&]<class T>() { return static_cast<double>(*data<T>()); });
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  std::vector<T> out;
+  out.reserve(numel());
+  dispatch_all(dtype(), [&]<class S>() {
+    const S* p = static_cast<const S*>(impl_->storage->data);
+    for_each_offset(shape(), strides(), offset(), [&](int64_t o) { out.push_back(static_cast<T>(p[o])); });
+  });
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
+
+void Tensor::copy_(const Tensor& src) {
+  if (shape() != src.shape())
+    fail<ShapeError>("copy_", "source shape {} does not match destination shape {}",
+                     shape_str(src.shape()), shape_str(shape()));
+  if (impl_->storage == src.impl()->storage && src.impl() != impl()) {
+    copy_(src.clone());  // overlapping views: go through a temporary
+    return;
+  }
+  dispatch_all(dtype(), [&]<class D>() {
+    D* dst = static_cast<D*>(impl_->storage->data);
+    dispatch_all(src.dtype(), [&]<class S>() {
+      const S* s = static_cast<const S*>(src.impl()->storage->data);
+      if (is_contiguous() && src.is_contiguous()) {
+        D* d = dst + offset();
+        const S* sp = s + src.offset();
+        for (int64_t i = 0, n = numel(); i < n; ++i) d[i] = static_cast<D>(sp[i]);
+        return;
+      }
+      std::vector<int64_t> src_offsets;
+      src_offsets.reserve(numel());
+      for_each_offset(src.shape(), src.strides(), src.offset(), [&](int64_t o) { src_offsets.push_back(o); });
+      size_t k = 0;
+      for_each_offset(shape(), strides(), offset(), [&](int64_t o) { dst[o] = static_cast<D>(s[src_offsets[k++]]); });
+    });
+  });
+}
+
+void Tensor::fill_(double value) {
+  dispatch_all(dtype(), [&]<class T>() {
+    T* p = static_cast<T*>(impl_->storage->data);
+    const T v = static_cast<T>(value);
+    for_each_offset(shape(), strides(), offset(), [&](int64_t o) { p[o] = v; });
+  });
+}
+
+// ---- autograd accessors -----------------------------------------------------
+
+bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
+Tensor& Tensor::requires_grad_(bool on) {
+  check_defined("requires_grad_");
+  if (impl_->grad_fn)
+    fail<AutogradError>("requires_grad_", "can only be set on leaves; this tensor comes from <{}>; "
+                        "hint: use detach().requires_grad_()", impl_->grad_fn->name);
+  if (on && !is_floating(impl_->dtype))
+    fail<DTypeError>("requires_grad_", "only floating tensors can require grad, got {}",
+                     dtype_name(impl_->dtype));
+  impl_->requires_grad = on;
+  return *this;
+}
+bool Tensor::is_leaf() const { return !impl_ || !impl_->grad_fn; }
+Tensor Tensor::grad() const { check_defined("grad"); return Tensor(impl_->grad); }
+void Tensor::set_grad(const Tensor& g) {
+  check_defined("set_grad");
+  if (g.defined() && (g.shape() != shape() || g.dtype() != dtype()))
+    fail<ShapeError>("set_grad", "gradient {} {} does not match tensor {} {}", shape_str(g.shape()),
+                     dtype_name(g.dtype()), shape_str(shape()), dtype_name(dtype()));
+  impl_->grad = g.impl_ptr();
+}
+void Tensor::zero_grad() { check_defined("zero_grad"); impl_->grad.reset(); }
+const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  static const std::shared_ptr<Node> none;
+  return impl_ ? impl_->grad_fn : none;
+}
+std::string Tensor::grad_fn_name() const { return grad_fn() ? grad_fn()->name : ""; }
+
+Tensor Tensor::detach() const {
+  check_defined("detach");
+  return make_view(*this, shape(), strides(), offset());
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  run_backward(*this, grad, retain_graph);
+}
+
+}  // namespace attograd
+
+// ---- printing -----------------------------------------------------------------
+
+namespace {
+using attograd::Tensor;
+
+void format_values(std::string& out, const std::vector<double>& v, const attograd::Shape& shape,
+                   size_t dim, size_t& k, bool integral, int indent) {
+  if (shape.empty()) {
+    out += integral ? fmt::format("{}", static_cast<int64_t>(v[k++])) : fmt::format("{:.4f}", v[k++]);
+    return;
+  }
+  out += '[';
+  const int64_t n = shape[dim];
+  const bool elide = n > 8;
+  for (int64_t i = 0; i < n; ++i) {
+    if (elide && i == 3) {
+      out += "..., ";
+      // skip the middle elements of this dim
+      int64_t per = 1;
+      for (size_t d = dim + 1; d < shape.size(); ++d) per *= shape[d];
+      k += static_cast<size_t>((n - 6) * per);
+      i = n - 3;
+    }
+    if (dim + 1 == shape.size()) {
+      out += integral ? fmt::format("{}", static_cast<int64_t>(v[k++])) : fmt::format("{:.4f}", v[k++]);
+    } else {
+      format_values(out, v, shape, dim + 1, k, integral, indent + 1);
+    }
+    if (i + 1 < n) out += dim + 1 == shape.size() ? ", " : ",\n" + std::string(indent + 1, ' ');
+  }
+  out += ']';
+}
+}  // namespace
+
+fmt::format_context::iterator fmt::formatter<attograd::Tensor>::format(
+    const attograd::Tensor& t, fmt::format_context& ctx) const {
+  if (!t.defined()) return fmt::formatter<std::string_view>::format("tensor(undefined)", ctx);
+  std::string out = "tensor(";
+  std::vector<double> v = t.to_vector<double>();
+  size_t k = 0;
+  format_values(out, v, t.shape(), 0, k, !attograd::is_floating(t.dtype()), 7);
+  out += fmt::format(", shape={}, dtype={}", attograd::shape_str(t.shape()), attograd::dtype_name(t.dtype()));
+  if (t.grad_fn()) out += fmt::format(", grad_fn=<{}>", t.grad_fn_name());
+  else if (t.requires_grad()) out += ", requires_grad=true";
+  out += ")";
+  return fmt::formatter<std::string_view>::format(out, ctx);
+}

@@ -1,0 +1,193 @@
+// Tensor: an N-dimensional, row-major array with a runtime dtype, plus the
+// autograd fields that let it take part in a graph.
+//
+// Layout, said once for the whole project: tensors are row-major and sequence
+// data is [B, T, E] (batch, time, features); attention splits E into [B, H, T, D].
+//
+// Aliasing. A Tensor is a cheap shared handle (a shared_ptr to TensorImpl):
+//  - copying a Tensor copies the handle; both names are the same tensor;
+//  - views (reshape of a contiguous tensor, view, transpose, permute, slice,
+//    narrow, expand, squeeze, unsqueeze, detach) make a new TensorImpl that
+//    shares the Storage: writing through one is seen through the other;
+//  - contiguous() returns the same tensor when already contiguous, otherwise a
+//    copy; clone() and to(dtype) always copy;
+//  - reshape() of a non-contiguous tensor copies (view() refuses instead).
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "autograd/allocator.h"
+#include "autograd/dtype.h"
+#include "autograd/generator.h"
+
+namespace attograd {
+
+using Shape = std::vector<int64_t>;
+struct Node;
+
+// A block of bytes from the allocator. Views share one Storage.
+struct Storage {
+  Storage(size_t nbytes, std::shared_ptr<Allocator> alloc);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data = nullptr;
+  size_t nbytes = 0;
+  std::shared_ptr<Allocator> allocator;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Shape shape;
+  Shape strides;       // in elements
+  DType dtype = DType::f32;
+
+  // Autograd. A leaf has no grad_fn; a leaf with requires_grad collects .grad.
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;           // the op that made this tensor
+  std::shared_ptr<TensorImpl> grad;        // accumulated gradient of a leaf
+  std::weak_ptr<Node> grad_accumulator;    // leaf's AccumulateGrad node, if alive
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- creation -----------------------------------------------------------
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
+  static Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::f32);
+  static Tensor rand(const Shape& shape, Generator& gen, DType dtype = DType::f32);   // U[0,1)
+  static Tensor randn(const Shape& shape, Generator& gen, DType dtype = DType::f32);  // N(0,1)
+  static Tensor uniform(const Shape& shape, double lo, double hi, Generator& gen,
+                        DType dtype = DType::f32);
+  static Tensor normal(const Shape& shape, double mean, double std, Generator& gen,
+                       DType dtype = DType::f32);
+  // From values and a shape; the values are converted to dtype.
+  static Tensor from_vector(const std::vector<double>& values, const Shape& shape,
+                            DType dtype = DType::f32);
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+  static Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
+  static Tensor from_vector(const std::vector<bool>& values, const Shape& shape);
+  static Tensor from_list(std::initializer_list<double> values, const Shape& shape,
+                          DType dtype = DType::f32);
+  static Tensor scalar(double value, DType dtype = DType::f32);
+
+  // ---- metadata -----------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  const Shape& strides() const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t size(int64_t d) const;  // negative d counts from the end
+  int64_t numel() const;
+  DType dtype() const;
+  int64_t offset() const;
+  bool is_contiguous() const;
+  // True when this and other share storage.
+  bool shares_storage(const Tensor& other) const;
+
+  // ---- data access --------------------------------------------------------
+  // Pointer to element [0,...,0]; checks that T matches the dtype.
+  template <class T> T* data() const;
+  void* raw_data() const;
+  double item() const;  // a one-element tensor's value
+  template <class T> std::vector<T> to_vector() const;  // converted, logical order
+  Tensor to(DType dtype) const;       // a copy in another dtype (differentiable between floats)
+  Tensor contiguous() const;          // self if contiguous, else a copy (differentiable)
+  Tensor clone() const;               // always a copy (differentiable)
+  // Copy src's values into this tensor in place (shapes must match; dtype converts).
+  // Not recorded by autograd; use under NoGradGuard on parameters.
+  void copy_(const Tensor& src);
+  void fill_(double value);
+
+  // ---- autograd -----------------------------------------------------------
+  bool requires_grad() const;
+  // Mark a leaf as needing a gradient. Only floating leaves can.
+  Tensor& requires_grad_(bool on = true);
+  bool is_leaf() const;
+  Tensor grad() const;           // undefined until a backward reaches this leaf
+  void set_grad(const Tensor& g);
+  void zero_grad();              // drops .grad (PyTorch's set_to_none=True)
+  const std::shared_ptr<Node>& grad_fn() const;
+  std::string grad_fn_name() const;  // "" for leaves
+  // A view of the same storage with no graph history and requires_grad false.
+  Tensor detach() const;
+  // Reverse-mode: without `grad` the tensor must hold one element.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+
+  // ---- views and shape (differentiable; defined in ops/shape.cpp) ---------
+  Tensor reshape(const Shape& shape) const;
+  Tensor view(const Shape& shape) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor flatten() const { return reshape({numel()}); }
+
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  void check_defined(std::string_view what) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// ---- helpers used by ops --------------------------------------------------
+std::string shape_str(const Shape& s);        // "[2, 3]"
+int64_t shape_numel(const Shape& s);
+Shape contiguous_strides(const Shape& s);
+// Wrap a possibly negative dim into [0, ndim); IndexError names `op`.
+int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op);
+// A new TensorImpl sharing t's storage with another shape/strides/offset.
+Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset);
+
+// Calls fn(offset_in_elements) for every element of (shape, strides) in
+// row-major logical order. The inner dim runs in a tight loop.
+template <class F>
+void for_each_offset(const Shape& shape, const Shape& strides, int64_t base, F&& fn) {
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  if (nd == 0) { fn(base); return; }
+  for (int64_t s : shape) if (s == 0) return;
+  std::vector<int64_t> idx(nd, 0);
+  const int64_t inner = shape[nd - 1], inner_stride = strides[nd - 1];
+  int64_t off = base;
+  while (true) {
+    for (int64_t i = 0; i < inner; ++i) fn(off + i * inner_stride);
+    int64_t d = nd - 2;
+    for (; d >= 0; --d) {
+      off += strides[d];
+      if (++idx[d] < shape[d]) break;
+      off -= strides[d] * shape[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+}  // namespace attograd
+
+// Printing looks like PyTorch's:
+//   tensor([[1.0000, 2.0000]], shape=[1, 2], dtype=f32, grad_fn=<mul>)
+template <>
+struct fmt::formatter<attograd::Tensor> : fmt::formatter<std::string_view> {
+  fmt::format_context::iterator format(const attograd::Tensor& t, fmt::format_context& ctx) const;
+};
+template <>
+struct fmt::formatter<attograd::DType> : fmt::formatter<std::string_view> {
+  fmt::format_context::iterator format(attograd::DType d, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(attograd::dtype_name(d), ctx);
+  }
+};
