@@ -10,3 +10,12 @@ TEST(Smoke, MulBackward) {
   EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{1, 2, 3}));
   fmt::print("{}\n{}\n", y, a.grad());
 }
+#include "autograd/gradcheck.h"
+TEST(Smoke, Gradcheck) {
+  Generator gen(1);
+  Tensor a = Tensor::randn({3, 4}, gen, DType::f64).requires_grad_();
+  Tensor b = Tensor::randn({4}, gen, DType::f64).requires_grad_();
+  auto r = gradcheck([](const std::vector<Tensor>& in) { return tanh(in[0] * in[1]) / (in[1] * in[1] + 1.0); }, {a, b});
+  fmt::print("{}\n", r.summary());
+  EXPECT_TRUE(r.ok);
+}
