@@ -148,7 +148,12 @@ void Tensor::check_defined(std::string_view what) const {
 }
 const Shape& Tensor::shape() const { check_defined("shape"); return impl_->shape; }
 const Shape& Tensor::strides() const { check_defined("strides"); return impl_->strides; }
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::size(int64_t d) const {
+  // wrap_dim accepts dim 0 of a 0-d tensor (as PyTorch's reductions do), but a
+  // 0-d tensor has no size to index.
+  if (dim() == 0) fail<IndexError>("size", "a 0-d tensor has no dims (asked for dim {})", d);
+  return shape()[wrap_dim(d, dim(), "size")];
+}
 int64_t Tensor::numel() const { return shape_numel(shape()); }
 DType Tensor::dtype() const { check_defined("dtype"); return impl_->dtype; }
 int64_t Tensor::offset() const { check_defined("offset"); return impl_->offset; }
@@ -288,30 +293,44 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 namespace {
 using attograd::Tensor;
 
+// PyTorch's print options: tensors with more than kThreshold elements are
+// summarized, showing kEdge items at each end of every longer dim.
+constexpr int64_t kThreshold = 1000, kEdge = 3;
+
+enum class Kind { floating, integral, boolean };
+
+std::string format_scalar(double v, Kind kind) {
+  if (kind == Kind::boolean) return v != 0 ? "True" : "False";
+  if (kind == Kind::integral) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{:.4f}", v);
+}
+
+// Appends dims [dim, ...) starting at element k. Rows of a d-dim block are
+// separated by d-1 newlines and aligned under the opening bracket, as PyTorch.
 void format_values(std::string& out, const std::vector<double>& v, const attograd::Shape& shape,
-                   size_t dim, size_t& k, bool integral, int indent) {
+                   size_t dim, size_t& k, Kind kind, bool summarize, int indent) {
   if (shape.empty()) {
-    out += integral ? fmt::format("{}", static_cast<int64_t>(v[k++])) : fmt::format("{:.4f}", v[k++]);
+    out += format_scalar(v[k++], kind);
     return;
   }
   out += '[';
   const int64_t n = shape[dim];
-  const bool elide = n > 8;
+  const bool innermost = dim + 1 == shape.size();
+  std::string sep = ",";
+  if (innermost) sep += ' ';
+  else sep.append(shape.size() - dim - 1, '\n').append(static_cast<size_t>(indent) + 1, ' ');
+  const bool elide = summarize && n > 2 * kEdge;
   for (int64_t i = 0; i < n; ++i) {
-    if (elide && i == 3) {
-      out += "..., ";
-      // skip the middle elements of this dim
-      int64_t per = 1;
+    if (elide && i == kEdge) {
+      out.append("...").append(sep);
+      int64_t per = 1;  // elements per index of this dim, skipped for the middle
       for (size_t d = dim + 1; d < shape.size(); ++d) per *= shape[d];
-      k += static_cast<size_t>((n - 6) * per);
-      i = n - 3;
+      k += static_cast<size_t>((n - 2 * kEdge) * per);
+      i = n - kEdge;
     }
-    if (dim + 1 == shape.size()) {
-      out += integral ? fmt::format("{}", static_cast<int64_t>(v[k++])) : fmt::format("{:.4f}", v[k++]);
-    } else {
-      format_values(out, v, shape, dim + 1, k, integral, indent + 1);
-    }
-    if (i + 1 < n) out += dim + 1 == shape.size() ? ", " : ",\n" + std::string(indent + 1, ' ');
+    if (innermost) out += format_scalar(v[k++], kind);
+    else format_values(out, v, shape, dim + 1, k, kind, summarize, indent + 1);
+    if (i + 1 < n) out += sep;
   }
   out += ']';
 }
@@ -323,7 +342,9 @@ fmt::format_context::iterator fmt::formatter<attograd::Tensor>::format(
   std::string out = "tensor(";
   std::vector<double> v = t.to_vector<double>();
   size_t k = 0;
-  format_values(out, v, t.shape(), 0, k, !attograd::is_floating(t.dtype()), 7);
+  const Kind kind = t.dtype() == attograd::DType::b8 ? Kind::boolean
+                    : attograd::is_floating(t.dtype()) ? Kind::floating : Kind::integral;
+  format_values(out, v, t.shape(), 0, k, kind, t.numel() > kThreshold, 7);
   out += fmt::format(", shape={}, dtype={}", attograd::shape_str(t.shape()), attograd::dtype_name(t.dtype()));
   if (t.grad_fn()) out += fmt::format(", grad_fn=<{}>", t.grad_fn_name());
   else if (t.requires_grad()) out += ", requires_grad=true";
