@@ -102,13 +102,16 @@ bool any_requires_grad(std::initializer_list<Tensor> inputs) {
 
 Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs,
               BackwardFn backward) {
+  if (!GradMode::enabled()) return out;
+  // Checked only while recording: the engine runs backward math under
+  // NoGradGuard, and an inf made there must be reported by the Grads check as
+  // the op whose backward produced it, not as a "forward" of a helper op.
   if (AnomalyMode::enabled() && is_floating(out.dtype()) && !all_finite(out)) {
     std::vector<Shape> shapes;
     for (const Tensor& t : inputs) shapes.push_back(t.defined() ? t.shape() : Shape{});
     fail<AutogradError>(op, "forward produced a non-finite value (output {}, inputs: {})",
                         shape_str(out.shape()), shapes_str(shapes));
   }
-  if (!GradMode::enabled()) return out;
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!any) return out;
@@ -150,9 +153,12 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
                           "{}; hint: pass a gradient of that shape, or reduce with sum()/mean()",
                           shape_str(root.shape()));
     grad = Tensor::ones(root.shape(), root.dtype());
-  } else if (grad.shape() != root.shape() || grad.dtype() != root.dtype()) {
-    fail<ShapeError>("backward", "gradient has shape {} {}, but the output has shape {} {}",
-                     shape_str(grad.shape()), dtype_name(grad.dtype()), shape_str(root.shape()),
+  } else if (grad.shape() != root.shape()) {
+    fail<ShapeError>("backward", "gradient has shape {}, but the output has shape {}",
+                     shape_str(grad.shape()), shape_str(root.shape()));
+  } else if (grad.dtype() != root.dtype()) {
+    fail<DTypeError>("backward", "gradient has dtype {}, but the output {} has dtype {}; hint: "
+                     "convert it with .to()", dtype_name(grad.dtype()), shape_str(root.shape()),
                      dtype_name(root.dtype()));
   }
 
