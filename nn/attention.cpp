@@ -1,0 +1,159 @@
+#include "nn/attention.h"
+
+#include <cmath>
+
+#include "autograd/node.h"
+#include "autograd/ops/attention.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/reduction.h"
+#include "autograd/ops/shape.h"
+#include "nn/init.h"
+
+namespace attograd {
+
+// ---- KV cache -------------------------------------------------------------------
+
+Tensor AttentionCache::keys() const { return k.narrow(2, 0, length); }
+Tensor AttentionCache::values() const { return v.narrow(2, 0, length); }
+size_t AttentionCache::bytes_used() const {
+  if (!k.defined()) return 0;
+  return 2 * static_cast<size_t>(k.size(0) * k.size(1) * length * k.size(3)) * dtype_size(k.dtype());
+}
+size_t AttentionCache::bytes_allocated() const {
+  return k.defined() ? 2 * static_cast<size_t>(k.numel()) * dtype_size(k.dtype()) : 0;
+}
+
+namespace {
+
+// Append new rows kn/vn [B, H, n, D] to the cache, doubling capacity when full
+// (so t steps copy O(t) rows in total, not O(t²)).
+void cache_append(AttentionCache& c, const Tensor& kn, const Tensor& vn) {
+  NoGradGuard no_grad;
+  const int64_t n = kn.size(2);
+  if (c.k.defined() && (c.k.size(0) != kn.size(0) || c.k.size(3) != kn.size(3)))
+    fail<ShapeError>("AttentionCache", "new keys {} do not match the cache {}; hint: reset() the cache for a new batch",
+                     shape_str(kn.shape()), shape_str(c.k.shape()));
+  const int64_t cap = c.k.defined() ? c.k.size(2) : 0;
+  if (c.length + n > cap) {
+    const int64_t new_cap = std::max<int64_t>({16, 2 * cap, c.length + n});
+    Shape s = kn.shape();
+    s[2] = new_cap;
+    Tensor k2 = Tensor::empty(s, kn.dtype()), v2 = Tensor::empty(s, vn.dtype());
+    if (c.length > 0) {
+      k2.narrow(2, 0, c.length).copy_(c.keys());
+      v2.narrow(2, 0, c.length).copy_(c.values());
+    }
+    c.k = k2;
+    c.v = v2;
+  }
+  c.k.narrow(2, c.length, n).copy_(kn);
+  c.v.narrow(2, c.length, n).copy_(vn);
+  c.length += n;
+}
+
+}  // namespace
+
+// ---- MultiHeadAttention ---------------------------------------------------------------
+
+MultiHeadAttention::MultiHeadAttention(int64_t e, int64_t h, Generator& gen, double p, bool bias,
+                                       std::optional<int64_t> kd, std::optional<int64_t> vd,
+                                       std::shared_ptr<Generator> dropout_gen, DType dtype)
+    : Module("MultiHeadAttention"), embed_dim(e), num_heads(h), head_dim(h > 0 ? e / h : 0),
+      kdim(kd.value_or(e)), vdim(vd.value_or(e)), dropout(p), dropout_gen_(std::move(dropout_gen)) {
+  if (e <= 0 || h <= 0 || e % h != 0)
+    fail<ValueError>("MultiHeadAttention", "embed_dim {} must be positive and divisible by num_heads {}", e, h);
+  if (!(p >= 0 && p < 1)) fail<ValueError>("MultiHeadAttention", "dropout must be in [0, 1), got {}", p);
+  if (p > 0 && !dropout_gen_) fail<ValueError>("MultiHeadAttention", "dropout {} needs a Generator", p);
+  q_proj = register_module("q_proj", std::make_shared<Linear>(e, e, gen, bias, dtype));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(kdim, e, gen, bias, dtype));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(vdim, e, gen, bias, dtype));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(e, e, gen, bias, dtype));
+  // PyTorch's init: xavier-uniform projections (when kdim == vdim == E, PyTorch
+  // packs q/k/v into one [3E, E] matrix, so the bound uses fan_out = 3E), zero
+  // biases; out_proj keeps Linear's weight init with a zero bias.
+  const bool packed = kdim == e && vdim == e;
+  for (auto* lin : {q_proj.get(), k_proj.get(), v_proj.get()}) {
+    if (packed) {
+      const double b = std::sqrt(6.0 / static_cast<double>(e + 3 * e));
+      init::uniform_(lin->weight, -b, b, gen);
+    } else {
+      init::xavier_uniform_(lin->weight, gen);
+    }
+    if (bias) init::zeros_(lin->bias);
+  }
+  if (bias) init::zeros_(out_proj->bias);
+}
+
+Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
+  // [B, L, E] -> [B, L, H, D] -> [B, H, L, D]: a strided view, no copy.
+  return x.reshape({x.size(0), x.size(1), num_heads, head_dim}).transpose(1, 2);
+}
+
+MHAOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                      const MHAOptions& opt) {
+  if (query.dim() != 3 || key.dim() != 3 || value.dim() != 3)
+    fail<ShapeError>("MultiHeadAttention", "expected batch-first query [B, T, E], key [B, S, kdim], value [B, S, vdim], "
+                     "got {}, {}, {}", shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape()));
+  if (query.size(2) != embed_dim || key.size(2) != kdim || value.size(2) != vdim)
+    fail<ShapeError>("MultiHeadAttention", "feature sizes {}, {}, {} do not match embed_dim {}, kdim {}, vdim {}",
+                     query.size(2), key.size(2), value.size(2), embed_dim, kdim, vdim);
+  const int64_t B = query.size(0), T = query.size(1);
+
+  Tensor q = split_heads(q_proj->forward(query));  // [B, H, T, D]
+  Tensor k, v;                                      // [B, H, S, D]
+  AttentionCache* cache = opt.cache;
+  Tensor attn_mask = opt.attn_mask;
+  bool is_causal = opt.is_causal;
+  if (cache && cache->cross && cache->length > 0) {
+    k = cache->keys();  // cross-attention: memory projected on the first step
+    v = cache->values();
+  } else {
+    k = split_heads(k_proj->forward(key));
+    v = split_heads(v_proj->forward(value));
+    if (cache) {
+      const int64_t t0 = cache->length;
+      cache_append(*cache, k, v);
+      k = cache->keys();
+      v = cache->values();
+      // The new queries sit at positions t0..t0+T-1; causal means "keys up to
+      // my own position", which spans the whole cache for a single step.
+      if (is_causal && T > 1) {
+        std::vector<bool> m(static_cast<size_t>(T * cache->length));
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t s = 0; s < cache->length; ++s) m[i * cache->length + s] = s > t0 + i;
+        attn_mask = Tensor::from_vector(m, {T, cache->length});
+      }
+      is_causal = false;
+    }
+  }
+
+  AttentionOptions ao;
+  ao.attn_mask = attn_mask;
+  ao.key_padding_mask = opt.key_padding_mask;
+  ao.is_causal = is_causal;
+  ao.dropout_p = is_training() ? dropout : 0.0;
+  ao.generator = dropout_gen_.get();
+  ao.need_weights = opt.need_weights || keep_weights;
+  AttentionResult r = scaled_dot_product_attention(q, k, v, ao);  // out [B, H, T, D]
+
+  Tensor heads = r.out;
+  if (opt.head_mask.defined()) {
+    if (opt.head_mask.shape() != Shape{num_heads})
+      fail<ShapeError>("MultiHeadAttention", "head_mask must be [{}], got {}", num_heads, shape_str(opt.head_mask.shape()));
+    heads = heads * opt.head_mask.reshape({1, num_heads, 1, 1});
+  }
+  // [B, H, T, D] -> [B, T, H, D] -> [B, T, E]
+  Tensor merged = heads.transpose(1, 2).reshape({B, T, embed_dim});
+  MHAOutput res{out_proj->forward(merged), Tensor()};
+  if (keep_weights) last_weights = r.weights;
+  if (opt.need_weights) res.weights = opt.average_weights ? mean(r.weights, {1}) : r.weights;
+  return res;
+}
+
+std::string MultiHeadAttention::extra_repr() const {
+  std::string s = fmt::format("embed_dim={}, num_heads={}, dropout={}", embed_dim, num_heads, dropout);
+  if (kdim != embed_dim || vdim != embed_dim) s += fmt::format(", kdim={}, vdim={}", kdim, vdim);
+  return s;
+}
+
+}  // namespace attograd

@@ -1,0 +1,45 @@
+// Decoding a Seq2SeqTransformer: greedy and beam search, with or without the KV cache.
+//
+// Shape legend: B batch, S source length, L output length (≤ max_len), V target vocab.
+//   src [B, S] i64, src_key_padding_mask [B, S] b8 (true at padding) -> B token sequences
+// Each output sequence stops at EOS (not included) or at max_len tokens.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "nn/transformer.h"
+
+namespace attograd {
+
+struct DecodeOptions {
+  int64_t max_len = 64;
+  int64_t bos_id = 1, eos_id = 2;
+  bool use_cache = true;  // false: re-run the decoder on the whole prefix each step
+};
+
+struct Hypothesis {
+  std::vector<int64_t> tokens;  // without BOS/EOS
+  double log_prob = 0;          // Σ log p(token) including EOS when reached
+  double score = 0;             // log_prob / length_penalty (beam search ranks by it)
+};
+
+// Greedy: at each step the argmax token. Runs in eval mode under NoGradGuard.
+std::vector<Hypothesis> greedy_decode(Seq2SeqTransformer& model, const Tensor& src, const Tensor& src_key_padding_mask,
+                                      const DecodeOptions& opt = {});
+
+struct BeamOptions {
+  int64_t beam = 4;
+  // Hypotheses are ranked by log_prob / ((5 + len) / 6)^alpha (GNMT); alpha 0 ranks by log_prob.
+  double length_penalty = 0.6;
+};
+
+// Beam search per batch element; beam 1 equals greedy.
+std::vector<Hypothesis> beam_search(Seq2SeqTransformer& model, const Tensor& src, const Tensor& src_key_padding_mask,
+                                    const DecodeOptions& opt, const BeamOptions& beam);
+
+// Σ log p of a given output sequence (teacher-forced, with EOS), per example:
+// the model score that beam search maximises.
+std::vector<double> sequence_log_prob(Seq2SeqTransformer& model, const Tensor& src, const Tensor& src_key_padding_mask,
+                                      const std::vector<std::vector<int64_t>>& outputs, const DecodeOptions& opt = {});
+
+}  // namespace attograd

@@ -1,0 +1,35 @@
+// Parameter initialisation, PyTorch's formulas (torch.nn.init), drawn from an
+// explicit Generator. Each fills t in place (not recorded by autograd).
+//
+// fan_in / fan_out of a weight [out, in, k...] are in·k... and out·k...
+#pragma once
+#include <string_view>
+
+#include "autograd/tensor.h"
+
+namespace attograd::init {
+
+struct Fans { int64_t fan_in, fan_out; };
+Fans fans(const Tensor& t);  // needs at least 2 dims
+
+// gain for a nonlinearity: "linear"/"sigmoid" 1, "tanh" 5/3, "relu" √2,
+// "leaky_relu" √(2 / (1 + a²)).
+double calculate_gain(std::string_view nonlinearity, double a = 0.01);
+
+void uniform_(Tensor& t, double lo, double hi, Generator& gen);
+void normal_(Tensor& t, double mean, double std, Generator& gen);
+void constant_(Tensor& t, double value);
+void zeros_(Tensor& t);
+void ones_(Tensor& t);
+// U(−b, b), b = gain · √(6 / (fan_in + fan_out))
+void xavier_uniform_(Tensor& t, Generator& gen, double gain = 1.0);
+// N(0, σ²), σ = gain · √(2 / (fan_in + fan_out))
+void xavier_normal_(Tensor& t, Generator& gen, double gain = 1.0);
+// U(−b, b), b = gain · √(3 / fan), gain = calculate_gain(nonlinearity, a)
+void kaiming_uniform_(Tensor& t, Generator& gen, double a = 0.0, bool fan_in_mode = true,
+                      std::string_view nonlinearity = "leaky_relu");
+// N(0, σ²), σ = gain / √fan
+void kaiming_normal_(Tensor& t, Generator& gen, double a = 0.0, bool fan_in_mode = true,
+                     std::string_view nonlinearity = "leaky_relu");
+
+}  // namespace attograd::init

@@ -1,0 +1,21 @@
+// Linear: y = x Wᵀ + b.
+// Shape legend: x [..., in], weight [out, in], bias [out], y [..., out].
+#pragma once
+#include "nn/module.h"
+
+namespace attograd {
+
+class Linear : public UnaryModule {
+ public:
+  // PyTorch's init: weight ~ kaiming-uniform(a=√5) = U(±1/√in), bias ~ U(±1/√in).
+  Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) override;
+  int64_t in_features, out_features;
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out], undefined without bias
+
+ protected:
+  std::string extra_repr() const override;
+};
+
+}  // namespace attograd

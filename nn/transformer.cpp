@@ -1,0 +1,288 @@
+#include "nn/transformer.h"
+
+#include <cmath>
+
+#include "autograd/node.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/indexing.h"
+
+namespace attograd {
+
+// ---- config -------------------------------------------------------------------------
+
+void TransformerConfig::validate() const {
+  auto positive = [](const char* name, int64_t v) {
+    if (v <= 0) fail<ValueError>("TransformerConfig", "{} must be positive, got {}", name, v);
+  };
+  positive("src_vocab", src_vocab);
+  positive("tgt_vocab", tgt_vocab);
+  positive("d_model", d_model);
+  positive("heads", heads);
+  positive("d_ff", d_ff);
+  positive("max_len", max_len);
+  if (enc_layers < 0 || dec_layers <= 0)
+    fail<ValueError>("TransformerConfig", "need enc_layers >= 0 and dec_layers >= 1, got {} and {}", enc_layers, dec_layers);
+  if (d_model % heads != 0)
+    fail<ValueError>("TransformerConfig", "heads ({}) must divide d_model ({}); hint: try heads = {}", heads, d_model,
+                     d_model % 4 == 0 ? 4 : 1);
+  if (!(dropout >= 0 && dropout < 1)) fail<ValueError>("TransformerConfig", "dropout must be in [0, 1), got {}", dropout);
+  if (pad_id < 0 || pad_id >= std::min(src_vocab, tgt_vocab))
+    fail<ValueError>("TransformerConfig", "pad_id {} is outside both vocabularies", pad_id);
+}
+
+nlohmann::json TransformerConfig::to_json() const {
+  return {{"src_vocab", src_vocab}, {"tgt_vocab", tgt_vocab}, {"d_model", d_model}, {"heads", heads},
+          {"d_ff", d_ff}, {"enc_layers", enc_layers}, {"dec_layers", dec_layers}, {"dropout", dropout},
+          {"max_len", max_len}, {"pre_ln", pre_ln}, {"tie_embeddings", tie_embeddings},
+          {"activation", activation == Activation::gelu ? "gelu" : "relu"}, {"pad_id", pad_id},
+          {"layer_norm_eps", layer_norm_eps}};
+}
+
+TransformerConfig TransformerConfig::from_json(const nlohmann::json& j) {
+  TransformerConfig c;
+  try {
+    c.src_vocab = j.at("src_vocab").get<int64_t>();
+    c.tgt_vocab = j.at("tgt_vocab").get<int64_t>();
+    c.d_model = j.at("d_model").get<int64_t>();
+    c.heads = j.at("heads").get<int64_t>();
+    c.d_ff = j.at("d_ff").get<int64_t>();
+    c.enc_layers = j.at("enc_layers").get<int64_t>();
+    c.dec_layers = j.at("dec_layers").get<int64_t>();
+    c.dropout = j.at("dropout").get<double>();
+    c.max_len = j.at("max_len").get<int64_t>();
+    c.pre_ln = j.at("pre_ln").get<bool>();
+    c.tie_embeddings = j.at("tie_embeddings").get<bool>();
+    const std::string act = j.at("activation").get<std::string>();
+    if (act != "relu" && act != "gelu") fail<ValueError>("TransformerConfig", "unknown activation '{}'", act);
+    c.activation = act == "gelu" ? Activation::gelu : Activation::relu;
+    c.pad_id = j.at("pad_id").get<int64_t>();
+    c.layer_norm_eps = j.value("layer_norm_eps", 1e-5);
+  } catch (const nlohmann::json::exception& e) {
+    fail<ValueError>("TransformerConfig", "bad config JSON: {}", e.what());
+  }
+  c.validate();
+  return c;
+}
+
+// ---- feed-forward ----------------------------------------------------------------------
+
+FeedForward::FeedForward(int64_t d_model, int64_t d_ff, double p, Activation act, Generator& gen,
+                         std::shared_ptr<Generator> dropout_gen, DType dtype)
+    : UnaryModule("FeedForward"), activation(act) {
+  linear1 = register_module("linear1", std::make_shared<Linear>(d_model, d_ff, gen, true, dtype));
+  drop = register_module("dropout", std::make_shared<Dropout>(p, dropout_gen));
+  linear2 = register_module("linear2", std::make_shared<Linear>(d_ff, d_model, gen, true, dtype));
+}
+
+Tensor FeedForward::forward(const Tensor& x) {
+  // FFN(x) = Linear2(Drop(act(Linear1(x))))      x [B, L, E] -> h [B, L, F] -> [B, L, E]
+  Tensor h = linear1->forward(x);
+  h = activation == Activation::gelu ? gelu(h) : relu(h);
+  return linear2->forward(drop->forward(h));
+}
+
+// ---- encoder -------------------------------------------------------------------------------
+
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerConfig& c, Generator& gen,
+                                                 std::shared_ptr<Generator> dg)
+    : Module("TransformerEncoderLayer"), pre_ln(c.pre_ln) {
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(c.d_model, c.heads, gen, c.dropout, true,
+                                                                                 std::nullopt, std::nullopt, dg));
+  ff = register_module("ff", std::make_shared<FeedForward>(c.d_model, c.d_ff, c.dropout, c.activation, gen, dg));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, dg));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, dg));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& kpm) {
+  return forward_masked(x, kpm, Tensor());
+}
+
+Tensor TransformerEncoderLayer::forward_masked(const Tensor& x, const Tensor& kpm, const Tensor& head_mask) {
+  MHAOptions o;
+  o.key_padding_mask = kpm;
+  o.head_mask = head_mask;
+  auto sa = [&](const Tensor& h) { return dropout1->forward(self_attn->forward(h, h, h, o).out); };
+  if (pre_ln) {
+    Tensor h = x + sa(norm1->forward(x));
+    return h + dropout2->forward(ff->forward(norm2->forward(h)));
+  }
+  Tensor h = norm1->forward(x + sa(x));
+  return norm2->forward(h + dropout2->forward(ff->forward(h)));
+}
+
+TransformerEncoder::TransformerEncoder(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dg)
+    : Module("TransformerEncoder") {
+  layers = register_module("layers", std::make_shared<ModuleList<TransformerEncoderLayer>>());
+  for (int64_t i = 0; i < c.enc_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(c, gen, dg));
+  if (c.pre_ln) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& kpm, const std::vector<Tensor>& head_masks) {
+  Tensor h = x;
+  for (size_t i = 0; i < layers->size(); ++i)
+    h = (*layers)[i].forward_masked(h, kpm, i < head_masks.size() ? head_masks[i] : Tensor());
+  return norm ? norm->forward(h) : h;
+}
+
+// ---- decoder ---------------------------------------------------------------------------------
+
+KVCache::KVCache(size_t layers) : self_attn(layers), cross_attn(layers) {
+  for (auto& c : cross_attn) c.cross = true;
+}
+void KVCache::reset() {
+  for (auto& c : self_attn) c.reset();
+  for (auto& c : cross_attn) c.reset();
+}
+void KVCache::reorder(const std::vector<int64_t>& origin) {
+  NoGradGuard no_grad;
+  const Tensor idx = Tensor::from_vector(origin, {static_cast<int64_t>(origin.size())});
+  for (auto& c : self_attn) {
+    if (!c.k.defined()) continue;
+    c.k = index_select(c.k, 0, idx);
+    c.v = index_select(c.v, 0, idx);
+  }
+  // Cross-attention caches hold the same memory for every row; keep the first n rows.
+  for (auto& c : cross_attn) {
+    if (!c.k.defined()) continue;
+    const int64_t n = static_cast<int64_t>(origin.size());
+    if (c.k.size(0) != n) {
+      c.k = index_select(c.k, 0, Tensor::zeros({n}, DType::i64));
+      c.v = index_select(c.v, 0, Tensor::zeros({n}, DType::i64));
+    }
+  }
+}
+
+size_t KVCache::bytes_used() const {
+  size_t n = 0;
+  for (auto& c : self_attn) n += c.bytes_used();
+  for (auto& c : cross_attn) n += c.bytes_used();
+  return n;
+}
+size_t KVCache::bytes_allocated() const {
+  size_t n = 0;
+  for (auto& c : self_attn) n += c.bytes_allocated();
+  for (auto& c : cross_attn) n += c.bytes_allocated();
+  return n;
+}
+
+TransformerDecoderLayer::TransformerDecoderLayer(const TransformerConfig& c, Generator& gen,
+                                                 std::shared_ptr<Generator> dg)
+    : Module("TransformerDecoderLayer"), pre_ln(c.pre_ln) {
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(c.d_model, c.heads, gen, c.dropout, true,
+                                                                                 std::nullopt, std::nullopt, dg));
+  cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(c.d_model, c.heads, gen, c.dropout, true,
+                                                                                   std::nullopt, std::nullopt, dg));
+  ff = register_module("ff", std::make_shared<FeedForward>(c.d_model, c.d_ff, c.dropout, c.activation, gen, dg));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
+  norm3 = register_module("norm3", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, dg));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, dg));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(c.dropout, dg));
+}
+
+Tensor TransformerDecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_kpm,
+                                        const Tensor& mem_kpm, AttentionCache* self_cache,
+                                        AttentionCache* cross_cache, const Tensor& hm_self, const Tensor& hm_cross) {
+  MHAOptions so;  // causal self-attention over the target so far
+  so.is_causal = true;
+  so.key_padding_mask = self_cache ? Tensor() : tgt_kpm;
+  so.cache = self_cache;
+  so.head_mask = hm_self;
+  MHAOptions co;  // cross-attention to the encoder memory
+  co.key_padding_mask = mem_kpm;
+  co.cache = cross_cache;
+  co.head_mask = hm_cross;
+  auto sa = [&](const Tensor& h) { return dropout1->forward(self_attn->forward(h, h, h, so).out); };
+  auto ca = [&](const Tensor& h) { return dropout2->forward(cross_attn->forward(h, memory, memory, co).out); };
+  auto f = [&](const Tensor& h) { return dropout3->forward(ff->forward(h)); };
+  if (pre_ln) {
+    Tensor h = x + sa(norm1->forward(x));
+    h = h + ca(norm2->forward(h));
+    return h + f(norm3->forward(h));
+  }
+  Tensor h = norm1->forward(x + sa(x));
+  h = norm2->forward(h + ca(h));
+  return norm3->forward(h + f(h));
+}
+
+TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dg)
+    : Module("TransformerDecoder") {
+  layers = register_module("layers", std::make_shared<ModuleList<TransformerDecoderLayer>>());
+  for (int64_t i = 0; i < c.dec_layers; ++i) layers->push_back(std::make_shared<TransformerDecoderLayer>(c, gen, dg));
+  if (c.pre_ln) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
+}
+
+Tensor TransformerDecoder::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_kpm, const Tensor& mem_kpm,
+                                   KVCache* cache, const std::vector<Tensor>& hm_self,
+                                   const std::vector<Tensor>& hm_cross) {
+  if (cache && cache->self_attn.size() != layers->size())
+    fail<ValueError>("TransformerDecoder", "cache has {} layers, the decoder {}; hint: use model.make_cache()",
+                     cache->self_attn.size(), layers->size());
+  Tensor h = x;
+  for (size_t i = 0; i < layers->size(); ++i)
+    h = (*layers)[i].forward(h, memory, tgt_kpm, mem_kpm, cache ? &cache->self_attn[i] : nullptr,
+                             cache ? &cache->cross_attn[i] : nullptr, i < hm_self.size() ? hm_self[i] : Tensor(),
+                             i < hm_cross.size() ? hm_cross[i] : Tensor());
+  return norm ? norm->forward(h) : h;
+}
+
+// ---- the whole model ------------------------------------------------------------------------------
+
+Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dg)
+    : Module("Seq2SeqTransformer"), config(c) {
+  config.validate();
+  if (c.dropout > 0 && !dg) dg = std::make_shared<Generator>(gen.next_u64());
+  src_embed = register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, gen, c.pad_id));
+  tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, gen, c.pad_id));
+  pos = register_module("pos", std::make_shared<PositionalEncoding>(c.max_len, c.d_model,
+                                                                    PositionalEncoding::Kind::sinusoidal, gen));
+  embed_dropout = register_module("embed_dropout", std::make_shared<Dropout>(c.dropout, dg));
+  encoder = register_module("encoder", std::make_shared<TransformerEncoder>(c, gen, dg));
+  decoder = register_module("decoder", std::make_shared<TransformerDecoder>(c, gen, dg));
+  generator = register_module("generator", std::make_shared<Linear>(c.d_model, c.tgt_vocab, gen));
+  if (c.tie_embeddings)  // one matrix [V, E] is both the target embedding and the output projection
+    generator->weight = generator->replace_parameter("weight", tgt_embed->weight);
+}
+
+Tensor Seq2SeqTransformer::encode(const Tensor& src, const Tensor& kpm) {
+  // x = Drop(Embed(src) · √E + PE)      src [B, S] -> x [B, S, E]
+  const double scale = std::sqrt(static_cast<double>(config.d_model));
+  Tensor x = embed_dropout->forward(pos->forward(src_embed->forward(src) * scale));
+  return encoder->forward(x, kpm, head_mask_enc);
+}
+
+Tensor Seq2SeqTransformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& mem_kpm,
+                                  const Tensor& tgt_kpm, KVCache* cache) {
+  const double scale = std::sqrt(static_cast<double>(config.d_model));
+  const int64_t start = cache ? cache->length() : 0;
+  Tensor x = embed_dropout->forward(pos->forward(tgt_embed->forward(tgt) * scale, start));
+  Tensor h = decoder->forward(x, memory, tgt_kpm, mem_kpm, cache, head_mask_dec_self, head_mask_dec_cross);
+  return generator->forward(h);  // [B, T, V_tgt]
+}
+
+Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_kpm,
+                                   const Tensor& tgt_kpm) {
+  return decode(tgt_in, encode(src, src_kpm), src_kpm, tgt_kpm);
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<MultiHeadAttention>>> Seq2SeqTransformer::attention_modules() const {
+  std::vector<std::pair<std::string, std::shared_ptr<MultiHeadAttention>>> out;
+  for (size_t i = 0; i < encoder->layers->size(); ++i)
+    out.emplace_back(fmt::format("encoder.layers.{}.self_attn", i), (*encoder->layers)[i].self_attn);
+  for (size_t i = 0; i < decoder->layers->size(); ++i) {
+    out.emplace_back(fmt::format("decoder.layers.{}.self_attn", i), (*decoder->layers)[i].self_attn);
+    out.emplace_back(fmt::format("decoder.layers.{}.cross_attn", i), (*decoder->layers)[i].cross_attn);
+  }
+  return out;
+}
+
+void Seq2SeqTransformer::keep_attention_weights(bool on) {
+  for (auto& [name, m] : attention_modules()) m->keep_weights = on;
+}
+
+std::string Seq2SeqTransformer::extra_repr() const { return config.to_json().dump(); }
+
+}  // namespace attograd
