@@ -1,0 +1,174 @@
+#include "checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include <fmt/format.h>
+
+namespace attograd {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "attograd-checkpoint-v1";
+
+std::string step_prefix(const std::string& dir, int64_t step) { return fmt::format("{}/step-{:08d}", dir, step); }
+
+Tensor i64(int64_t v) { return Tensor::from_vector(std::vector<int64_t>{v}, {}); }
+
+int64_t get_i64(const TensorMap& m, const std::string& key, const std::string& file) {
+  auto it = m.find(key);
+  if (it == m.end() || it->second.dtype() != DType::i64 || it->second.numel() != 1)
+    fail<IOError>("checkpoint", "{}: missing or malformed '{}'", file, key);
+  return static_cast<int64_t>(it->second.item());
+}
+
+nlohmann::json parse_json(const Metadata& md, const std::string& key, const std::string& file) {
+  auto it = md.find(key);
+  if (it == md.end()) fail<IOError>("checkpoint", "{}: metadata has no '{}'", file, key);
+  try {
+    return nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::exception& e) {
+    fail<IOError>("checkpoint", "{}: metadata '{}' is not valid JSON ({})", file, key, e.what());
+  }
+}
+
+std::vector<std::string> parse_vocab(const Metadata& md, const std::string& key, const std::string& file) {
+  nlohmann::json j = parse_json(md, key, file);
+  if (!j.is_array()) fail<IOError>("checkpoint", "{}: metadata '{}' must be a JSON list of tokens", file, key);
+  std::vector<std::string> out;
+  for (auto& t : j) {
+    if (!t.is_string()) fail<IOError>("checkpoint", "{}: metadata '{}' holds a non-string token", file, key);
+    out.push_back(t.get<std::string>());
+  }
+  return out;
+}
+
+void load_model_file(Checkpoint& c) {
+  SafetensorsData d = load_safetensors(c.model_path);
+  auto fmt_it = d.metadata.find("format");
+  if (fmt_it == d.metadata.end() || fmt_it->second != kFormat)
+    fail<IOError>("checkpoint", "{} is not an attograd checkpoint (metadata 'format' should be '{}')", c.model_path, kFormat);
+  c.model = std::move(d.tensors);
+  c.meta.config = parse_json(d.metadata, "config", c.model_path);
+  c.meta.task = parse_json(d.metadata, "task", c.model_path);
+  c.meta.vocab_src = parse_vocab(d.metadata, "vocab_src", c.model_path);
+  c.meta.vocab_tgt = parse_vocab(d.metadata, "vocab_tgt", c.model_path);
+}
+
+void load_train_file(Checkpoint& c) {
+  SafetensorsData d = load_safetensors(c.train_path);
+  const std::string& f = c.train_path;
+  TrainProgress& p = c.progress;
+  p.step = get_i64(d.tensors, "train.step", f);
+  p.loader.epoch = get_i64(d.tensors, "loader.epoch", f);
+  p.loader.position = get_i64(d.tensors, "loader.position", f);
+  p.schedule_step = get_i64(d.tensors, "schedule.last_step", f);
+  auto rng = d.tensors.find("rng.dropout");
+  if (rng == d.tensors.end() || rng->second.dtype() != DType::i64 || rng->second.numel() != 4)
+    fail<IOError>("checkpoint", "{}: missing or malformed 'rng.dropout'", f);
+  auto words = rng->second.to_vector<int64_t>();
+  for (size_t i = 0; i < 4; ++i) p.rng[i] = static_cast<uint64_t>(words[i]);
+  auto best = d.tensors.find("train.best_eval_loss");
+  if (best != d.tensors.end()) p.best_eval_loss = best->second.item();
+  for (auto& [k, t] : d.tensors)
+    if (k.rfind("optim.", 0) == 0) c.optimizer[k.substr(6)] = t;
+}
+
+}  // namespace
+
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  for (auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) fs::remove(e.path(), ec);
+}
+
+std::vector<int64_t> list_checkpoints(const std::string& dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return steps;
+  static const std::regex re(R"(step-(\d+)\.model\.safetensors)");
+  for (auto& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (!std::regex_match(name, m, re)) continue;
+    const int64_t step = std::stoll(m[1]);
+    if (fs::exists(step_prefix(dir, step) + ".train.safetensors")) steps.push_back(step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::string save_checkpoint(const std::string& dir, const TensorMap& model_state, const TensorMap& optimizer_state,
+                            const CheckpointMeta& meta, const TrainProgress& p, int64_t keep_last) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail<IOError>("checkpoint", "cannot create directory {}: {}", dir, ec.message());
+  const std::string prefix = step_prefix(dir, p.step);
+
+  TensorMap train;
+  for (auto& [k, t] : optimizer_state) train["optim." + k] = t;
+  std::vector<int64_t> words;
+  for (uint64_t w : p.rng) words.push_back(static_cast<int64_t>(w));
+  train["rng.dropout"] = Tensor::from_vector(words, {4});
+  train["loader.epoch"] = i64(p.loader.epoch);
+  train["loader.position"] = i64(p.loader.position);
+  train["schedule.last_step"] = i64(p.schedule_step);
+  train["train.step"] = i64(p.step);
+  train["train.best_eval_loss"] = Tensor::scalar(p.best_eval_loss, DType::f64);
+  const Metadata train_md{{"format", kFormat}, {"step", std::to_string(p.step)}};
+  save_safetensors(prefix + ".train.safetensors", train, train_md);
+
+  nlohmann::json src = meta.vocab_src, tgt = meta.vocab_tgt;
+  const Metadata model_md{{"format", kFormat},
+                          {"step", std::to_string(p.step)},
+                          {"config", meta.config.dump()},
+                          {"task", meta.task.dump()},
+                          {"vocab_src", src.dump()},
+                          {"vocab_tgt", tgt.dump()}};
+  save_safetensors(prefix + ".model.safetensors", model_state, model_md);
+
+  if (keep_last > 0) {
+    auto steps = list_checkpoints(dir);
+    for (size_t i = 0; i + static_cast<size_t>(keep_last) < steps.size(); ++i) {
+      fs::remove(step_prefix(dir, steps[i]) + ".model.safetensors", ec);
+      fs::remove(step_prefix(dir, steps[i]) + ".train.safetensors", ec);
+    }
+  }
+  return prefix + ".model.safetensors";
+}
+
+void mark_best(const std::string& dir, int64_t step) {
+  for (const char* kind : {"train", "model"}) {
+    const std::string src = fmt::format("{}.{}.safetensors", step_prefix(dir, step), kind);
+    write_file_atomic(fmt::format("{}/best.{}.safetensors", dir, kind), read_file_bytes(src));
+  }
+}
+
+Checkpoint load_checkpoint(const std::string& path, bool need_train_state) {
+  Checkpoint c;
+  std::error_code ec;
+  std::string prefix;
+  if (fs::is_directory(path, ec)) {
+    auto steps = list_checkpoints(path);
+    if (steps.empty())
+      fail<IOError>("checkpoint", "no complete checkpoint in {}; hint: train with --checkpoint-dir {} first", path, path);
+    prefix = step_prefix(path, steps.back());
+  } else {
+    prefix = path;
+    for (const char* suffix : {".model.safetensors", ".train.safetensors"})
+      if (prefix.size() > std::strlen(suffix) && prefix.ends_with(suffix)) prefix.resize(prefix.size() - std::strlen(suffix));
+  }
+  c.model_path = prefix + ".model.safetensors";
+  c.train_path = prefix + ".train.safetensors";
+  if (!fs::exists(c.model_path, ec)) fail<IOError>("checkpoint", "{} does not exist", c.model_path);
+  load_model_file(c);
+  if (fs::exists(c.train_path, ec)) load_train_file(c);
+  else if (need_train_state) fail<IOError>("checkpoint", "{} is missing; it is needed to resume training", c.train_path);
+  return c;
+}
+
+}  // namespace attograd

@@ -1,0 +1,70 @@
+// Training checkpoints in the safetensors format, so PyTorch and other tools
+// read the weights directly.
+//
+// A checkpoint at step N is two files in the checkpoint directory:
+//   step-<N>.model.safetensors  the model's state_dict under its dotted names;
+//                               __metadata__ holds "config" (model config JSON),
+//                               "vocab_src"/"vocab_tgt" (JSON token lists),
+//                               "task" (the task's settings as JSON) and "step"
+//   step-<N>.train.safetensors  everything else a resume needs: optimizer state
+//                               ("optim.*"), the dropout generator ("rng.dropout",
+//                               4 words), the data position ("loader.epoch",
+//                               "loader.position"), "schedule.last_step",
+//                               "train.step", "train.best_eval_loss"
+// Each file is written atomically (temporary file, fsync, rename), the train
+// file first: a checkpoint counts only when both files are present and load,
+// so a crash at any moment leaves the previous checkpoint usable. The newest
+// `keep_last` checkpoints are kept; best.model/best.train hold the one with the
+// lowest held-out loss.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/io/safetensors.h"
+#include "data/loader.h"
+
+namespace attograd {
+
+struct CheckpointMeta {
+  nlohmann::json config;  // model config
+  std::vector<std::string> vocab_src, vocab_tgt;
+  nlohmann::json task;    // task settings (lengths, symbols, language, ...)
+};
+
+struct TrainProgress {
+  int64_t step = 0;
+  LoaderState loader;
+  Generator::State rng{};
+  int64_t schedule_step = 0;
+  double best_eval_loss = INFINITY;
+};
+
+struct Checkpoint {
+  std::string model_path, train_path;
+  TensorMap model;           // state_dict
+  TensorMap optimizer;       // optimizer state_dict (without the "optim." prefix)
+  CheckpointMeta meta;
+  TrainProgress progress;
+};
+
+// Writes step-<step>.{model,train}.safetensors, then prunes to keep_last.
+// Returns the model file's path. IOError (the previous files intact) on failure.
+std::string save_checkpoint(const std::string& dir, const TensorMap& model_state, const TensorMap& optimizer_state,
+                            const CheckpointMeta& meta, const TrainProgress& progress, int64_t keep_last);
+// Copies the given step's files to best.{model,train}.safetensors (atomically).
+void mark_best(const std::string& dir, int64_t step);
+
+// Loads a checkpoint given as a directory (its newest complete checkpoint), a
+// model file (…model.safetensors; the train file beside it is optional unless
+// need_train_state) or a step prefix. IOError naming the file when missing or corrupt.
+Checkpoint load_checkpoint(const std::string& path, bool need_train_state);
+// Steps of the complete checkpoints in dir, oldest first.
+std::vector<int64_t> list_checkpoints(const std::string& dir);
+// Removes temporary files left by an interrupted write (*.tmp.*).
+void remove_stale_temporaries(const std::string& dir);
+
+}  // namespace attograd

@@ -1,0 +1,65 @@
+#include "cli.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <exception>
+
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+
+namespace attograd::cli {
+
+int guarded_main(const char* program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const cxxopts::exceptions::exception& e) {
+    fmt::print(stderr, "{}: error: {} (see --help)\n", program, e.what());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: error: {}\n", program, e.what());
+  } catch (...) {
+    fmt::print(stderr, "{}: error: unknown failure\n", program);
+  }
+  return 2;
+}
+
+Progress::Progress(int64_t plain_every) : tty_(isatty(fileno(stdout)) == 1), plain_every_(plain_every) {}
+
+void Progress::update(int64_t step, const std::string& text) {
+  if (tty_) {
+    fmt::print("\r\033[K{}", text);
+    std::fflush(stdout);
+    open_ = true;
+  } else if (plain_every_ > 0 && step % plain_every_ == 0) {
+    fmt::print("{}\n", text);
+    std::fflush(stdout);
+  }
+}
+
+void Progress::finish() {
+  if (open_) fmt::print("\n");
+  open_ = false;
+  std::fflush(stdout);
+}
+
+void Progress::print(const std::string& line) {
+  if (open_) fmt::print("\r\033[K");
+  open_ = false;
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const int64_t t = static_cast<int64_t>(std::llround(s));
+  if (t >= 3600) return fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
+  return fmt::format("{}:{:02}", t / 60, t % 60);
+}
+
+std::string format_count(double n) {
+  if (n >= 1e6) return fmt::format("{:.1f}M", n / 1e6);
+  if (n >= 1e3) return fmt::format("{:.1f}k", n / 1e3);
+  return fmt::format("{:.0f}", n);
+}
+
+}  // namespace attograd::cli

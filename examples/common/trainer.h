@@ -1,0 +1,107 @@
+// The training loop every seq2seq program shares (copy_task, translate,
+// heads_study): AdamW + schedule + clipping, a live progress line, periodic
+// held-out evaluation with greedy decoding through the KV cache, JSON-lines
+// logs, atomic safetensors checkpoints and exact resume.
+//
+// Shape legend: B batch, S source length, T target length, V target vocab.
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint.h"
+#include "data/loader.h"
+#include "data/vocab.h"
+#include "nn/generate.h"
+#include "nn/transformer.h"
+
+namespace attograd {
+
+enum class OnNonfinite { stop, skip };
+
+struct TrainOptions {
+  int64_t steps = 2000;
+  int64_t batch_size = 64;
+  double lr = 1e-3;               // peak lr
+  std::string schedule = "cosine";  // constant | warmup | cosine | noam | step
+  int64_t warmup = 100;
+  double min_lr = 1e-5;           // cosine floor
+  double weight_decay = 0.01;
+  double clip = 1.0;              // max grad norm (0: off)
+  double label_smoothing = 0.0;
+  int64_t eval_every = 500;       // 0: only at the end
+  int64_t eval_size = 1000;       // held-out examples
+  int64_t log_every = 50;         // plain progress lines and JSON log records
+  std::string log_path;           // JSON lines; "" for none
+  std::string checkpoint_dir;     // "" for none
+  int64_t checkpoint_every = 0;   // 0: at every eval
+  int64_t keep_last = 3;
+  bool resume = false;            // continue from checkpoint_dir's newest checkpoint
+  uint64_t seed = 1;
+  int threads = 1;
+  OnNonfinite on_nonfinite = OnNonfinite::stop;
+  bool detect_anomaly = false;
+  int64_t samples = 5;            // sample decodes shown at the end
+  bool quiet = false;             // no progress line (tests)
+};
+
+// Flags shared by every training program, each with a default and one line of help.
+void add_model_flags(cxxopts::Options& o, const TransformerConfig& defaults);
+void add_train_flags(cxxopts::Options& o, const TrainOptions& defaults);
+TransformerConfig model_config_from(const cxxopts::ParseResult& r, TransformerConfig base);
+TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions base);
+
+// Held-out results. Outputs and references are token id sequences without BOS/EOS.
+struct EvalResult {
+  double loss = 0;            // mean cross-entropy per target token (teacher forcing)
+  double token_accuracy = 0;  // argmax == target over non-pad target tokens
+  double exact_match = 0;     // greedy output == target, whole sequence
+  int64_t examples = 0;
+  std::vector<std::vector<int64_t>> sources, outputs, references;
+  std::vector<std::pair<std::string, double>> extra;  // e.g. {"bleu", 41.2}
+};
+
+struct EvalOptions {
+  int64_t batch_size = 128;
+  int64_t max_examples = 1000;
+  bool decode = true;  // greedy-decode for exact match
+  int64_t max_decode_len = 0;  // 0: longest reference + 8
+  int64_t beam = 1;
+  double length_penalty = 0.6;
+};
+EvalResult evaluate(Seq2SeqTransformer& model, const Dataset& data, const EvalOptions& opt, int64_t pad_id = kPadId);
+
+// The programs' task-specific parts.
+struct TaskHooks {
+  nlohmann::json task;                      // saved in checkpoints
+  const Vocab* src_vocab = nullptr;
+  const Vocab* tgt_vocab = nullptr;
+  // Extra metrics for an eval (BLEU for translation); may be empty.
+  std::function<void(EvalResult&)> add_metrics;
+  // How a token sequence is shown in sample decodes.
+  std::function<std::string(const std::vector<int64_t>&, bool target)> show;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double seconds = 0;
+  double final_loss = 0;
+  EvalResult last_eval;
+  std::vector<double> losses;  // every step's training loss (for determinism/resume tests)
+};
+
+// Trains `model` on `train` (an endless loader) and evaluates on `heldout`.
+// With opt.resume, restores model, optimizer, schedule, data position and the
+// dropout generator from opt.checkpoint_dir first.
+TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
+                           const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks);
+
+// Sets BLAS threads and prints nothing; returns the BLAS kernel name.
+std::string configure_threads(int threads);
+
+}  // namespace attograd
