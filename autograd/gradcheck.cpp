@@ -46,11 +46,14 @@ std::vector<double> as_doubles(const Tensor& t) {
 
 GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, const GradcheckOptions& opt) {
   GradcheckReport report;
-  // Leaves that alias the callers' inputs: same storage and strides, no history.
+  // The leaves to differentiate: a leaf input is used as it is (so module
+  // parameters, which the function reaches through the module, can be checked;
+  // their .grad is cleared); any other input is replaced by a detached alias
+  // (same storage and strides, no history).
   std::vector<Tensor> xs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = inputs[i];
-    Tensor x = in.defined() ? in.detach() : in;
+    Tensor x = !in.defined() || (in.is_leaf() && in.requires_grad()) ? in : in.detach();
     if (in.defined() && in.requires_grad()) {
       if (in.dtype() != DType::f64) {
         if (!opt.allow_float32)

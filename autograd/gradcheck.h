@@ -9,6 +9,9 @@
 // For every input i that requires grad, and every output element k:
 //   numeric   J[k][j] = (f(x + eps e_j)[k] - f(x - eps e_j)[k]) / (2 eps)
 //   analytic  J[k][j] = (dL/dx_i)[j] after backward with grad = one-hot(k)
+// Inputs that are leaves requiring grad are used as they are (pass a module's
+// parameters to check them; their .grad is cleared); other inputs are replaced
+// by detached leaves over the same storage.
 // An element passes when |analytic - numeric| <= atol + rtol |numeric|.
 // It also checks that backward is deterministic (two runs agree exactly) and
 // linear in the output gradient (grad · 2 gives twice the input gradient).
