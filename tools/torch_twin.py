@@ -1,0 +1,195 @@
+"""The PyTorch twin of attograd's Seq2SeqTransformer (nn/transformer.h).
+
+Built from torch.nn primitives (Embedding, batch-first MultiheadAttention,
+LayerNorm, Linear), with the same structure and the same parameter names as
+attograd's named_parameters(), except that PyTorch's MultiheadAttention packs
+the q/k/v projections into one in_proj matrix. `from_attograd_state()` and
+`to_attograd_state()` convert between the two naming schemes.
+
+Used by tools/make_torch_fixtures.py, tools/load_in_torch.py and
+tools/bench_torch.py. Needs Debian's python3-torch; run with /usr/bin/python3.
+"""
+import math
+
+import torch
+from torch import nn
+
+
+class Config:
+    """Mirrors attograd::TransformerConfig (its to_json() keys)."""
+
+    def __init__(self, **kw):
+        self.src_vocab = kw.get("src_vocab", 16)
+        self.tgt_vocab = kw.get("tgt_vocab", 16)
+        self.d_model = kw.get("d_model", 64)
+        self.heads = kw.get("heads", 4)
+        self.d_ff = kw.get("d_ff", 256)
+        self.enc_layers = kw.get("enc_layers", 2)
+        self.dec_layers = kw.get("dec_layers", 2)
+        self.dropout = kw.get("dropout", 0.0)
+        self.max_len = kw.get("max_len", 256)
+        self.pre_ln = kw.get("pre_ln", True)
+        self.tie_embeddings = kw.get("tie_embeddings", False)
+        self.activation = kw.get("activation", "relu")
+        self.pad_id = kw.get("pad_id", 0)
+        self.layer_norm_eps = kw.get("layer_norm_eps", 1e-5)
+
+    def to_json(self):
+        return dict(self.__dict__)
+
+
+def sinusoidal_table(max_len, dim):
+    """pe[p, 2i] = sin(p / 10000^(2i/E)), pe[p, 2i+1] = cos(same)."""
+    pe = torch.zeros(max_len, dim, dtype=torch.float64)
+    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
+    freq = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    pe[:, 0::2] = torch.sin(pos * freq)
+    pe[:, 1::2] = torch.cos(pos * freq[: dim // 2])
+    return pe
+
+
+class FeedForward(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.linear1 = nn.Linear(c.d_model, c.d_ff)
+        self.dropout = nn.Dropout(c.dropout)
+        self.linear2 = nn.Linear(c.d_ff, c.d_model)
+        self.act = nn.GELU() if c.activation == "gelu" else nn.ReLU()
+
+    def forward(self, x):
+        return self.linear2(self.dropout(self.act(self.linear1(x))))
+
+
+def mha(c):
+    return nn.MultiheadAttention(c.d_model, c.heads, dropout=c.dropout, batch_first=True)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.pre_ln = c.pre_ln
+        self.self_attn = mha(c)
+        self.ff = FeedForward(c)
+        self.norm1 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
+        self.norm2 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
+        self.dropout1 = nn.Dropout(c.dropout)
+        self.dropout2 = nn.Dropout(c.dropout)
+
+    def _sa(self, h, kpm):
+        return self.dropout1(self.self_attn(h, h, h, key_padding_mask=kpm, need_weights=False)[0])
+
+    def forward(self, x, kpm):
+        if self.pre_ln:
+            h = x + self._sa(self.norm1(x), kpm)
+            return h + self.dropout2(self.ff(self.norm2(h)))
+        h = self.norm1(x + self._sa(x, kpm))
+        return self.norm2(h + self.dropout2(self.ff(h)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.pre_ln = c.pre_ln
+        self.self_attn = mha(c)
+        self.cross_attn = mha(c)
+        self.ff = FeedForward(c)
+        self.norm1 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
+        self.norm2 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
+        self.norm3 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
+        self.dropout1 = nn.Dropout(c.dropout)
+        self.dropout2 = nn.Dropout(c.dropout)
+        self.dropout3 = nn.Dropout(c.dropout)
+
+    def forward(self, x, memory, causal, tgt_kpm, mem_kpm):
+        def sa(h):
+            return self.dropout1(self.self_attn(h, h, h, attn_mask=causal, key_padding_mask=tgt_kpm,
+                                                need_weights=False)[0])
+
+        def ca(h):
+            return self.dropout2(self.cross_attn(h, memory, memory, key_padding_mask=mem_kpm, need_weights=False)[0])
+
+        if self.pre_ln:
+            h = x + sa(self.norm1(x))
+            h = h + ca(self.norm2(h))
+            return h + self.dropout3(self.ff(self.norm3(h)))
+        h = self.norm1(x + sa(x))
+        h = self.norm2(h + ca(h))
+        return self.norm3(h + self.dropout3(self.ff(h)))
+
+
+class Stack(nn.Module):
+    def __init__(self, layer, n, c):
+        super().__init__()
+        self.layers = nn.ModuleList([layer(c) for _ in range(n)])
+        self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.pre_ln else None
+
+
+class Seq2SeqTransformer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.src_embed = nn.Embedding(c.src_vocab, c.d_model, padding_idx=c.pad_id)
+        self.tgt_embed = nn.Embedding(c.tgt_vocab, c.d_model, padding_idx=c.pad_id)
+        self.register_buffer("pe", sinusoidal_table(c.max_len, c.d_model), persistent=False)
+        self.embed_dropout = nn.Dropout(c.dropout)
+        self.encoder = Stack(EncoderLayer, c.enc_layers, c)
+        self.decoder = Stack(DecoderLayer, c.dec_layers, c)
+        self.generator = nn.Linear(c.d_model, c.tgt_vocab)
+        if c.tie_embeddings:
+            self.generator.weight = self.tgt_embed.weight
+
+    def _embed(self, emb, ids):
+        x = emb(ids) * math.sqrt(self.c.d_model)
+        return self.embed_dropout(x + self.pe[: ids.shape[1]].to(x.dtype))
+
+    def encode(self, src, src_kpm=None):
+        h = self._embed(self.src_embed, src)
+        for layer in self.encoder.layers:
+            h = layer(h, src_kpm)
+        return self.encoder.norm(h) if self.encoder.norm is not None else h
+
+    def decode(self, tgt, memory, mem_kpm=None, tgt_kpm=None):
+        T = tgt.shape[1]
+        causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # True = not allowed
+        h = self._embed(self.tgt_embed, tgt)
+        for layer in self.decoder.layers:
+            h = layer(h, memory, causal, tgt_kpm, mem_kpm)
+        if self.decoder.norm is not None:
+            h = self.decoder.norm(h)
+        return self.generator(h)
+
+    def forward(self, src, tgt_in, src_kpm=None, tgt_kpm=None):
+        return self.decode(tgt_in, self.encode(src, src_kpm), src_kpm, tgt_kpm)
+
+
+ATTN = ("self_attn", "cross_attn")
+
+
+def to_attograd_state(model):
+    """The twin's parameters under attograd's names (q/k/v split out)."""
+    out = {}
+    for name, p in model.named_parameters():
+        parts = name.split(".")
+        if len(parts) >= 2 and parts[-2] in ATTN and parts[-1] in ("in_proj_weight", "in_proj_bias"):
+            prefix = ".".join(parts[:-1])
+            kind = "weight" if parts[-1] == "in_proj_weight" else "bias"
+            for proj, chunk in zip(("q_proj", "k_proj", "v_proj"), p.chunk(3, dim=0)):
+                out[f"{prefix}.{proj}.{kind}"] = chunk
+        else:
+            out[name] = p
+    if model.c.tie_embeddings:
+        out["generator.weight"] = model.tgt_embed.weight
+    return out
+
+
+def from_attograd_state(model, state):
+    """Loads attograd-named tensors (a dict of torch tensors) into the twin."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            parts = name.split(".")
+            if len(parts) >= 2 and parts[-2] in ATTN and parts[-1] in ("in_proj_weight", "in_proj_bias"):
+                prefix = ".".join(parts[:-1])
+                kind = "weight" if parts[-1] == "in_proj_weight" else "bias"
+                p.copy_(torch.cat([state[f"{prefix}.{proj}.{kind}"] for proj in ("q_proj", "k_proj", "v_proj")]))
+            else:
+                p.copy_(state[name])
