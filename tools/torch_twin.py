@@ -165,10 +165,14 @@ class Seq2SeqTransformer(nn.Module):
 ATTN = ("self_attn", "cross_attn")
 
 
-def to_attograd_state(model):
-    """The twin's parameters under attograd's names (q/k/v split out)."""
+def to_attograd_state(model, grads=False):
+    """The twin's parameters (or, with grads, their gradients) under
+    attograd's names (q/k/v split out)."""
     out = {}
-    for name, p in model.named_parameters():
+    for name, param in model.named_parameters():
+        p = param.grad if grads else param
+        if p is None:
+            continue
         parts = name.split(".")
         if len(parts) >= 2 and parts[-2] in ATTN and parts[-1] in ("in_proj_weight", "in_proj_bias"):
             prefix = ".".join(parts[:-1])
@@ -178,7 +182,7 @@ def to_attograd_state(model):
         else:
             out[name] = p
     if model.c.tie_embeddings:
-        out["generator.weight"] = model.tgt_embed.weight
+        out["generator.weight"] = model.tgt_embed.weight.grad if grads else model.tgt_embed.weight
     return out
 
 
