@@ -1,0 +1,33 @@
+// Dropout: forward, then the backward closure right under it.
+//
+// Shape legend: x [*] any shape; keep [*] b8 (the saved mask); out, grad, dx [*].
+#include "autograd/ops/dropout.h"
+
+#include "autograd/node.h"
+#include "autograd/ops/kernels.h"
+
+namespace attograd {
+
+// dropout: out = keep ? x · scale : 0,  scale = 1 / (1 − p)  (0 when p == 1)
+Tensor dropout(const Tensor& x, double p, bool train, Generator& gen) {
+  if (!(p >= 0 && p <= 1))
+    fail<ValueError>("dropout", "p must be a probability in [0, 1], got {} (input {})", p, shape_str(x.shape()));
+  if (!train || p == 0) return x;
+  const double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
+  Tensor keep = Tensor::empty(x.shape(), DType::b8);  // [*]
+  bool* pk = keep.data<bool>();
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) pk[i] = gen.uniform() >= p;
+  Tensor out = dispatch_float(x.dtype(), "dropout", [&]<class T>() {
+    const T s = static_cast<T>(scale);
+    return zip<T>("dropout", x, keep, [s](T v, bool k) { return k ? v * s : T(0); });
+  });
+  return record("dropout", out, {x}, [keep, scale](const Tensor& grad, Grads& dx) {
+    // out = keep ? x · scale : 0  =>  dx = keep ? grad · scale : 0
+    dx[0] += dispatch_float(grad.dtype(), "dropout", [&]<class T>() {
+      const T s = static_cast<T>(scale);
+      return zip<T>("dropout", grad, keep, [s](T g, bool k) { return k ? g * s : T(0); });
+    });
+  });
+}
+
+}  // namespace attograd

@@ -1,0 +1,159 @@
+// Layer norm: forward, then the backward closure right under it.
+//
+// Shape legend: x [..., *normalized_shape] is read as a contiguous [R, E]
+// block: R rows, E = product of normalized_shape. weight, bias [E] (stored as
+// [*normalized_shape]); mean, rstd [R]. grad and dx have x's shape.
+//
+// What the fused op saves: x (a view when already contiguous, so usually no
+// extra memory: the residual stream keeps it alive anyway), mean [R] and
+// rstd [R], and the weight. Backward recomputes x̂ = (x − mean) · rstd from
+// them rather than keeping an [R, E] x̂ buffer.
+#include "autograd/ops/layer_norm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/node.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/reduction.h"
+
+namespace attograd {
+
+namespace {
+
+struct NormRows {
+  int64_t rows = 1, e = 1;
+};
+
+NormRows check_layer_norm(std::string_view op, const Tensor& x, const Shape& ns, const Tensor& weight,
+                          const Tensor& bias, double eps) {
+  const size_t k = ns.size();
+  if (k == 0) fail<ShapeError>(op, "normalized_shape must name at least one dim, got []");
+  if (x.shape().size() < k || !std::equal(ns.begin(), ns.end(), x.shape().end() - static_cast<int64_t>(k)))
+    fail<ShapeError>(op, "input {} does not end with normalized_shape {}; hint: layer_norm normalizes the last "
+                     "dims, e.g. x [B, T, E] with normalized_shape [E]", shape_str(x.shape()), shape_str(ns));
+  for (const auto& [p, name] : {std::pair{weight, "weight"}, std::pair{bias, "bias"}}) {
+    if (!p.defined()) continue;
+    if (p.shape() != ns)
+      fail<ShapeError>(op, "{} has shape {}, expected normalized_shape {} (input {})", name, shape_str(p.shape()),
+                       shape_str(ns), shape_str(x.shape()));
+    if (p.dtype() != x.dtype())
+      fail<DTypeError>(op, "{} is {} but the input is {}; hint: convert with .to()", name, dtype_name(p.dtype()),
+                       dtype_name(x.dtype()));
+  }
+  if (!(eps >= 0)) fail<ValueError>(op, "eps must be >= 0, got {}", eps);
+  NormRows r;
+  r.e = shape_numel(ns);
+  r.rows = r.e == 0 ? 0 : x.numel() / r.e;
+  return r;
+}
+
+Tensor contiguous_values(const Tensor& t) {
+  NoGradGuard no_grad;
+  return t.defined() ? t.contiguous().detach() : t;
+}
+
+template <class T>
+T* data_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+
+// out [R, E] = x̂ · w + b,  x̂ = (x − mean) · rstd,  rstd = 1 / √(var + eps);  mean, rstd: [R]
+// w, b: [E] or null
+template <class T>
+void layer_norm_rows(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, const NormRows& r, double eps) {
+  const double inv_e = 1.0 / static_cast<double>(r.e);
+  for (int64_t i = 0; i < r.rows; ++i) {
+    const T* xr = x + i * r.e;
+    T* yr = out + i * r.e;
+    double m = 0, ss = 0;
+    for (int64_t k = 0; k < r.e; ++k) m += xr[k];
+    m *= inv_e;
+    for (int64_t k = 0; k < r.e; ++k) ss += (xr[k] - m) * (xr[k] - m);
+    const double rs = 1.0 / std::sqrt(ss * inv_e + eps);
+    const T tm = static_cast<T>(m), trs = static_cast<T>(rs);
+    for (int64_t k = 0; k < r.e; ++k) {
+      const T xh = (xr[k] - tm) * trs;
+      yr[k] = (w ? xh * w[k] : xh) + (b ? b[k] : T(0));
+    }
+    mean[i] = tm;
+    rstd[i] = trs;
+  }
+}
+
+// dx [R, E] (or null), dw, db [E] (or null, accumulated in double) from g [R, E]; see layer_norm's backward.
+template <class T>
+void layer_norm_backward_rows(T* dx, double* dw, double* db, const T* g, const T* x, const T* mean, const T* rstd,
+                              const T* w, const NormRows& r) {
+  const double inv_e = 1.0 / static_cast<double>(r.e);
+  for (int64_t i = 0; i < r.rows; ++i) {
+    const T* gr = g + i * r.e;
+    const T* xr = x + i * r.e;
+    const T m = mean[i], rs = rstd[i];
+    double sum_dxh = 0, sum_dxh_xh = 0;
+    for (int64_t k = 0; k < r.e; ++k) {
+      const T xh = (xr[k] - m) * rs;
+      const T dxh = w ? gr[k] * w[k] : gr[k];
+      sum_dxh += dxh;
+      sum_dxh_xh += static_cast<double>(dxh) * xh;
+      if (dw) dw[k] += static_cast<double>(gr[k]) * xh;
+      if (db) db[k] += gr[k];
+    }
+    if (!dx) continue;
+    const T a = static_cast<T>(sum_dxh * inv_e), c = static_cast<T>(sum_dxh_xh * inv_e);
+    T* dr = dx + i * r.e;
+    for (int64_t k = 0; k < r.e; ++k) {
+      const T xh = (xr[k] - m) * rs;
+      const T dxh = w ? gr[k] * w[k] : gr[k];
+      dr[k] = rs * (dxh - a - xh * c);
+    }
+  }
+}
+
+}  // namespace
+
+// layer_norm: x [R, E] -> out [R, E];  out = x̂ · w + b,  x̂ = (x − mean) · rstd
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  constexpr std::string_view op = "layer_norm";
+  const NormRows r = check_layer_norm(op, x, normalized_shape, weight, bias, eps);
+  const Tensor xc = contiguous_values(x), wc = contiguous_values(weight), bc = contiguous_values(bias);
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor mean = Tensor::empty({r.rows}, x.dtype()), rstd = Tensor::empty({r.rows}, x.dtype());
+  dispatch_float(x.dtype(), op, [&]<class T>() {
+    layer_norm_rows<T>(out.data<T>(), mean.data<T>(), rstd.data<T>(), xc.data<T>(), data_or_null<T>(wc),
+                       data_or_null<T>(bc), r, eps);
+  });
+  if (!any_requires_grad({x, weight, bias})) return out;
+  return record(op, out, {x, weight, bias}, [xc, wc, mean, rstd, r, ns = normalized_shape](const Tensor& grad, Grads& dx) {
+    // Per row, with x̂ = (x − μ)·r, r = 1/√(σ² + eps), σ² = mean((x − μ)²), y = x̂ ⊙ w + b:
+    //   ∂x̂_j/∂x_k = r·(δ_jk − 1/E − x̂_j x̂_k / E)     (∂r/∂x_k = −r³ (x_k − μ) / E)
+    //   dx̂ = grad ⊙ w
+    //   dx = Σ_j dx̂_j ∂x̂_j/∂x = r · (dx̂ − mean(dx̂) − x̂ ⊙ mean(dx̂ ⊙ x̂))
+    //   dw = Σ_rows grad ⊙ x̂,   db = Σ_rows grad
+    const Tensor g = grad.contiguous();
+    Tensor d = dx.needs(0) ? Tensor::empty(xc.shape(), xc.dtype()) : Tensor();
+    std::vector<double> dw(dx.needs(1) ? r.e : 0), db(dx.needs(2) ? r.e : 0);
+    dispatch_float(xc.dtype(), "layer_norm", [&]<class T>() {
+      layer_norm_backward_rows<T>(data_or_null<T>(d), dw.empty() ? nullptr : dw.data(), db.empty() ? nullptr : db.data(),
+                                  g.data<T>(), xc.data<T>(), mean.data<T>(), rstd.data<T>(), data_or_null<T>(wc), r);
+    });
+    if (dx.needs(0)) dx[0] += d;
+    if (dx.needs(1)) dx[1] += Tensor::from_vector(dw, ns, xc.dtype());
+    if (dx.needs(2)) dx[2] += Tensor::from_vector(db, ns, xc.dtype());
+  });
+}
+
+// layer_norm_composite: the same op recorded as primitives.
+//   y = (x − mean(x)) / √(var(x, correction 0) + eps) ⊙ w + b   over the last k dims
+Tensor layer_norm_composite(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                            double eps) {
+  check_layer_norm("layer_norm_composite", x, normalized_shape, weight, bias, eps);
+  std::vector<int64_t> dims;
+  for (int64_t k = -static_cast<int64_t>(normalized_shape.size()); k < 0; ++k) dims.push_back(k);
+  const Tensor centered = x - mean(x, dims, /*keepdim=*/true);
+  Tensor y = centered / sqrt(var(x, dims, /*correction=*/0, /*keepdim=*/true) + eps);
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+}  // namespace attograd
