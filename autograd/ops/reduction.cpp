@@ -72,10 +72,32 @@ std::vector<int64_t> all_dims(const Tensor& x) {
   return d;
 }
 
+// True when x is contiguous and the reduced dims are its leading ones, so x
+// already is a contiguous [inner, outer] block (the batch sums of bias
+// gradients and sum_to): no transposed copy is needed.
+bool leading_block(const Tensor& x, const Plan& p) {
+  size_t k = 0;
+  while (k < p.reduced.size() && p.reduced[k]) ++k;
+  for (size_t d = k; d < p.reduced.size(); ++d)
+    if (p.reduced[d]) return false;
+  return k > 0 && k < p.reduced.size() && x.is_contiguous();
+}
+
 // Row sums of the [outer, inner] block, accumulated in double.
 Tensor reduce_sum(const Tensor& x, const Plan& p, std::string_view op) {
-  const Tensor b = blocked(x, p);
   Tensor out = Tensor::empty(p.out_shape, x.dtype());
+  if (leading_block(x, p)) {
+    dispatch_float(x.dtype(), op, [&]<class T>() {
+      const T* px = x.data<T>();  // [inner, outer]
+      std::vector<double> acc(p.outer, 0.0);
+      for (int64_t i = 0; i < p.inner; ++i)
+        for (int64_t o = 0; o < p.outer; ++o) acc[o] += px[i * p.outer + o];
+      T* po = out.data<T>();
+      for (int64_t o = 0; o < p.outer; ++o) po[o] = static_cast<T>(acc[o]);
+    });
+    return out;
+  }
+  const Tensor b = blocked(x, p);
   dispatch_float(x.dtype(), op, [&]<class T>() {
     const T* px = b.data<T>();
     T* po = out.data<T>();
@@ -108,7 +130,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const double n = static_cast<double>(p.inner);
   dispatch_float(out.dtype(), "mean", [&]<class T>() {
     T* po = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) po[i] = static_cast<T>(po[i] / n);
+    for (int64_t i = 0, m = out.numel(); i < m; ++i) po[i] = static_cast<T>(po[i] / n);
   });
   return record("mean", out, {x}, [p, sx = x.shape(), n](const Tensor& grad, Grads& dx) {
     // out = Σ x / N  =>  dx = grad / N, broadcast over the reduced dims
@@ -146,10 +168,11 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
     dx[0] += mul(expand_back(grad, p, x_.shape()), centered * (2.0 / denom));
   });
 }
-Tensor var(const Tensor& x, int64_t correction) { return var(x, all_dims(x), correction); }
+Tensor var(const Tensor& x) { return var(x, all_dims(x)); }
 
 // max: out, idx = max over dim (first maximum; NaN wins, as in PyTorch)
 MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
+  dim = wrap_dim(dim, x.dim(), "max");  // before size(): its error would name "size"
   if (x.dim() > 0 && x.size(dim) == 0)
     fail<ShapeError>("max", "cannot reduce an empty dim {} of {}", dim, shape_str(x.shape()));
   const Plan p = make_plan(x, {dim}, keepdim, "max");
@@ -170,8 +193,12 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
     }
   });
   if (any_requires_grad({x})) {
-    values = record("max", values, {x}, [p, indices, sx = x.shape(), d = wrap_dim(dim, x.dim(), "max")](const Tensor& grad, Grads& dx) {
+    values = record("max", values, {x}, [p, indices, sx = x.shape()](const Tensor& grad, Grads& dx) {
       // out = x[idx] along dim  =>  dx = grad scattered to idx, zero elsewhere
+      if (sx.empty()) {  // a 0-d x is its own maximum (no dim to scatter along)
+        dx[0] += grad;
+        return;
+      }
       Tensor full = Tensor::zeros(sx, grad.dtype());
       dispatch_float(grad.dtype(), "max", [&]<class T>() {
         const Tensor g = grad.contiguous();
@@ -191,6 +218,7 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  wrap_dim(dim, x.dim(), "argmax");  // so a bad dim names argmax, not max
   NoGradGuard no_grad;
   return max(x, dim, keepdim).indices;
 }

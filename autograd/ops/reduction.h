@@ -13,7 +13,11 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = fa
 Tensor mean(const Tensor& x);
 // Variance with Bessel's correction by default (PyTorch's var: correction = 1).
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction = 1, bool keepdim = false);
-Tensor var(const Tensor& x, int64_t correction = 1);
+// Over every element, with correction 1. (No `var(x, correction)` overload: a
+// braced dim list binds to an int before a vector, so var(x, {1}) would have
+// silently meant "correction 1" instead of "dim 1". For another correction
+// over all elements, list the dims.)
+Tensor var(const Tensor& x);
 
 struct MaxResult {
   Tensor values;   // differentiable
