@@ -40,6 +40,13 @@ Shape infer_shape(const Shape& want, int64_t numel, std::string_view op, const S
   return out;
 }
 
+// wrap_dim accepts dim 0 (or -1) of a 0-d tensor, as reductions want; ops that
+// index the size of that dim need a real one.
+int64_t wrap_sized_dim(const Tensor& x, int64_t dim, std::string_view op) {
+  if (x.dim() == 0) fail<IndexError>(op, "needs a tensor with at least one dim, got a 0-d tensor (dim {})", dim);
+  return wrap_dim(dim, x.dim(), op);
+}
+
 // reshape/view share one backward: grad back to x's shape.
 Tensor record_reshape(std::string_view op, Tensor out, const Tensor& x) {
   return record(op, out, {x}, [sx = x.shape()](const Tensor& grad, Grads& dx) {
@@ -71,6 +78,7 @@ Tensor view(const Tensor& x, const Shape& shape) {
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   d0 = wrap_dim(d0, x.dim(), "transpose");
   d1 = wrap_dim(d1, x.dim(), "transpose");
+  if (d0 == d1) return x;  // nothing to swap (also the only case for a 0-d x)
   Shape s = x.shape(), st = x.strides();
   std::swap(s[d0], s[d1]);
   std::swap(st[d0], st[d1]);
@@ -146,6 +154,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     }
     const int64_t have = x.shape()[i - lead];
     const int64_t want = shape[i] == -1 ? have : shape[i];
+    if (want < 0) fail<ShapeError>("expand", "invalid size {} in {}", shape[i], shape_str(shape));
     if (have != want && have != 1)
       fail<ShapeError>("expand", "cannot expand {} to {} (dim {}: {} is not 1); hint: only size-1 dims repeat",
                        shape_str(x.shape()), shape_str(shape), i, have);
@@ -161,7 +170,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 
 // slice: out = x[..., start:end:step, ...] along dim (a view)
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  dim = wrap_dim(dim, x.dim(), "slice");
+  dim = wrap_sized_dim(x, dim, "slice");
   if (step <= 0) fail<ValueError>("slice", "step must be positive, got {}", step);
   const int64_t n = x.shape()[dim];
   auto clip = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
@@ -180,7 +189,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-  const int64_t d = wrap_dim(dim, x.dim(), "narrow");
+  const int64_t d = wrap_sized_dim(x, dim, "narrow");
   if (start < 0 || length < 0 || start + length > x.shape()[d])
     fail<IndexError>("narrow", "[{}, {}) is outside dim {} of size {}", start, start + length, d, x.shape()[d]);
   return slice(x, d, start, start + length);
@@ -190,6 +199,8 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   if (xs.empty()) fail<ValueError>("cat", "needs at least one tensor");
   const Tensor& first = xs[0];
+  if (first.dim() == 0)
+    fail<ShapeError>("cat", "cannot concatenate 0-d tensors; hint: use stack(), or unsqueeze(0) them first");
   dim = wrap_dim(dim, first.dim(), "cat");
   Shape s = first.shape();
   s[dim] = 0;
@@ -236,7 +247,7 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
-  dim = wrap_dim(dim, x.dim(), "split");
+  dim = wrap_sized_dim(x, dim, "split");
   if (size <= 0) fail<ValueError>("split", "size must be positive, got {}", size);
   std::vector<Tensor> out;
   for (int64_t s = 0; s < x.shape()[dim]; s += size) out.push_back(slice(x, dim, s, s + size));
@@ -245,7 +256,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t n, int64_t dim) {
   if (n <= 0) fail<ValueError>("chunk", "number of chunks must be positive, got {}", n);
-  const int64_t len = x.size(dim);
+  const int64_t len = x.size(wrap_sized_dim(x, dim, "chunk"));
   return split(x, std::max<int64_t>(1, (len + n - 1) / n), dim);
 }
 
