@@ -97,7 +97,7 @@ Tensor random_tensor(const Shape& shape, DType dtype, std::string_view op, Fill&
   Tensor t = Tensor::empty(shape, dtype);
   dispatch_float(dtype, op, [&]<class T>() {
     T* p = t.data<T>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(next());
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(next());
   });
   return t;
 }
