@@ -1,0 +1,419 @@
+// Scaled dot-product attention: the fused op (forward, then its backward
+// closure right under it), then the composite twin built from primitives.
+//
+// Shape legend: B batch, H heads, T query length, S key/value length, D
+// query/key head width, Dv value head width. Per head (b, h) the fused op
+// works on matrices Q [T, D], K [S, D], V [S, Dv], P [T, S], O [T, Dv]; all
+// buffers it allocates are contiguous [B, H, ...] stacks of those.
+//
+// What the fused op saves for backward, and why. It keeps P, the softmax
+// probabilities [B, H, T, S], rather than the row log-sum-exp [B, H, T] and
+// recomputing P from Q and K in backward (FlashAttention's choice).
+//   memory: B·H·T·S elements per call — what the composite keeps too (its
+//           last matmul saves the softmax output);
+//   time:   backward runs four GEMMs (dV, dP, dQ, dK); recomputing P would add
+//           a fifth (scale·Q Kᵀ) plus T·S exps, about +25%.
+// At the sequence lengths a CPU trains on (T, S up to a few hundred) the
+// memory is affordable and the time is not worth giving up; need_weights then
+// costs nothing extra. With dropout it also keeps the keep-mask (b8, same
+// shape), one byte per weight. Q, K, V are kept only when another input's
+// gradient reads them (dQ reads K, dK reads Q, dP reads V).
+#include "autograd/ops/attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "autograd/blas.h"
+#include "autograd/node.h"
+#include "autograd/ops/dropout.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/matmul.h"
+#include "autograd/ops/shape.h"
+#include "autograd/ops/softmax.h"
+
+namespace attograd {
+
+namespace {
+
+constexpr std::string_view kFused = "scaled_dot_product_attention";
+constexpr std::string_view kComposite = "scaled_dot_product_attention_composite";
+
+struct Dims {
+  int64_t B, H, T, S, D, Dv;
+};
+
+// Every shape and dtype rule of both ops, checked once up front.
+Dims check_inputs(std::string_view op, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  if (!q.defined() || !k.defined() || !v.defined())
+    fail<ValueError>(op, "q, k and v must all be defined tensors");
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
+    fail<ShapeError>(op, "expected rank-4 q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv], got q {}, k {}, v {}; "
+                     "hint: split heads with x.reshape({{B, T, H, D}}).transpose(1, 2)",
+                     shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  if (!is_floating(q.dtype()) || k.dtype() != q.dtype() || v.dtype() != q.dtype())
+    fail<DTypeError>(op, "q, k, v must share one floating dtype (f32 or f64), got {}, {}, {}",
+                     dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
+  const Dims d{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
+  if (k.size(0) != d.B || v.size(0) != d.B || k.size(1) != d.H || v.size(1) != d.H)
+    fail<ShapeError>(op, "q {}, k {}, v {} disagree on batch B or heads H (dims 0 and 1)", shape_str(q.shape()),
+                     shape_str(k.shape()), shape_str(v.shape()));
+  if (k.size(3) != d.D)
+    fail<ShapeError>(op, "q {} and k {} must share the head width D (dim 3): {} vs {}", shape_str(q.shape()),
+                     shape_str(k.shape()), d.D, k.size(3));
+  if (v.size(2) != d.S)
+    fail<ShapeError>(op, "k {} and v {} must share the key length S (dim 2): {} vs {}", shape_str(k.shape()),
+                     shape_str(v.shape()), d.S, v.size(2));
+  if (const Tensor& m = o.attn_mask; m.defined()) {
+    if (m.dtype() != DType::b8 && m.dtype() != q.dtype())
+      fail<DTypeError>(op, "attn_mask must be b8 (true = not allowed) or q's dtype {} (added to the scores), got {}",
+                       dtype_name(q.dtype()), dtype_name(m.dtype()));
+    const Shape ts{d.T, d.S}, bhts{d.B * d.H, d.T, d.S};
+    if (m.shape() != ts && m.shape() != bhts)
+      fail<ShapeError>(op, "attn_mask must be [T, S] = {} or [B·H, T, S] = {} for q {}, k {}, got {}", shape_str(ts),
+                       shape_str(bhts), shape_str(q.shape()), shape_str(k.shape()), shape_str(m.shape()));
+  }
+  if (const Tensor& m = o.key_padding_mask; m.defined()) {
+    if (m.dtype() != DType::b8)
+      fail<DTypeError>(op, "key_padding_mask must be b8 (true at padding keys), got {}", dtype_name(m.dtype()));
+    if (m.shape() != Shape{d.B, d.S})
+      fail<ShapeError>(op, "key_padding_mask must be [B, S] = [{}, {}] for k {}, got {}", d.B, d.S,
+                       shape_str(k.shape()), shape_str(m.shape()));
+  }
+  if (!(o.dropout_p >= 0 && o.dropout_p <= 1))
+    fail<ValueError>(op, "dropout_p must be in [0, 1], got {}", o.dropout_p);
+  if (o.dropout_p > 0 && !o.generator)
+    fail<ValueError>(op, "dropout_p = {} needs a Generator; hint: set AttentionOptions::generator", o.dropout_p);
+  return d;
+}
+
+double scale_of(const AttentionOptions& o, const Dims& d) {
+  return o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(d.D));
+}
+
+// The (b, h) matrices [R, C] of a rank-4 x [B, H, R, C], addressed for GEMM in
+// place when each is row-major (unit column stride, row stride ≥ C) or
+// column-major (unit row stride: a "trans" operand). A [B, H, T, D] view of
+// [B, T, H, D] data has row stride H·D — a valid leading dimension — so the
+// usual split-heads transpose costs no copy; so does a K expanded over heads
+// (stride 0 on H) or a KV cache with spare capacity. Any other layout is made
+// contiguous once.
+template <class T>
+struct HeadMatrices {
+  Tensor owner;             // x, or its contiguous copy
+  const T* data = nullptr;  // element [0, 0, 0, 0]
+  int64_t sb = 0, sh = 0;   // strides of B and H
+  int64_t ld = 1;
+  bool trans = false;       // stored column-major
+  const T* at(int64_t b, int64_t h) const { return data + b * sb + h * sh; }
+};
+
+template <class T>
+HeadMatrices<T> head_matrices(const Tensor& x) {
+  const int64_t R = x.size(2), C = x.size(3), sr = x.strides()[2], sc = x.strides()[3];
+  const int64_t r1 = std::max<int64_t>(R, 1), c1 = std::max<int64_t>(C, 1);
+  HeadMatrices<T> m;
+  m.owner = x;
+  if ((C <= 1 || sc == 1) && (R <= 1 || sr >= c1)) {
+    m.ld = R <= 1 ? c1 : sr;
+  } else if ((R <= 1 || sr == 1) && (C <= 1 || sc >= r1)) {
+    m.ld = C <= 1 ? r1 : sc;
+    m.trans = true;
+  } else {
+    NoGradGuard no_grad;
+    m.owner = x.contiguous();
+    m.ld = c1;
+  }
+  const Tensor& owner = m.owner;
+  m.data = owner.data<T>();
+  m.sb = owner.strides()[0];
+  m.sh = owner.strides()[1];
+  return m;
+}
+
+// The masks as contiguous arrays, and where head bh finds its [T, S] block.
+template <class T>
+struct Masks {
+  Tensor attn, padding;           // owners (contiguous)
+  const bool* attn_bool = nullptr;  // [T, S] or [B·H, T, S]
+  const T* attn_add = nullptr;      // [T, S] or [B·H, T, S]
+  int64_t attn_head_stride = 0;     // 0 for [T, S], T·S for [B·H, T, S]
+  const bool* pad = nullptr;        // [B, S]
+  bool causal = false;
+};
+
+template <class T>
+Masks<T> gather_masks(const AttentionOptions& o, const Dims& d) {
+  NoGradGuard no_grad;
+  Masks<T> m;
+  m.causal = o.is_causal;
+  if (o.attn_mask.defined()) {
+    const Tensor attn = o.attn_mask.contiguous();
+    m.attn = attn;
+    m.attn_head_stride = attn.dim() == 3 ? d.T * d.S : 0;
+    if (attn.dtype() == DType::b8) m.attn_bool = attn.data<bool>();
+    else m.attn_add = attn.data<T>();
+  }
+  if (o.key_padding_mask.defined()) {
+    const Tensor pad = o.key_padding_mask.contiguous();
+    m.padding = pad;
+    m.pad = pad.data<bool>();
+  }
+  return m;
+}
+
+// One head's scores p [T, S] (scale·QKᵀ on entry) become its softmax
+// probabilities. This is where every mask enters: BEFORE the softmax, a float
+// mask is added and a masked position's score is set to -∞, so exp gives it
+// exactly 0 weight and the other keys renormalize among themselves. A row with
+// every score -∞ has no softmax: its probabilities are all 0 (see backward).
+template <class T>
+void mask_and_softmax(T* p, int64_t b, int64_t bh, const Dims& d, const Masks<T>& m) {
+  const int64_t S = d.S;
+  const bool* am = m.attn_bool ? m.attn_bool + bh * m.attn_head_stride : nullptr;
+  const T* add = m.attn_add ? m.attn_add + bh * m.attn_head_stride : nullptr;
+  const bool* pad = m.pad ? m.pad + b * S : nullptr;
+  for (int64_t t = 0; t < d.T; ++t) {
+    T* row = p + t * S;
+    if (add)
+      for (int64_t s = 0; s < S; ++s) row[s] += add[t * S + s];
+    if (am)
+      for (int64_t s = 0; s < S; ++s) if (am[t * S + s]) row[s] = -INFINITY;
+    if (pad)
+      for (int64_t s = 0; s < S; ++s) if (pad[s]) row[s] = -INFINITY;
+    if (m.causal)
+      for (int64_t s = t + 1; s < S; ++s) row[s] = -INFINITY;
+    // Row softmax, max-subtracted; the sum in double as ops/softmax does.
+    T mx = -INFINITY;
+    bool all_masked = true;
+    for (int64_t s = 0; s < S; ++s) {
+      mx = row[s] > mx ? row[s] : mx;
+      all_masked = all_masked && row[s] == -INFINITY;
+    }
+    if (all_masked) {
+      for (int64_t s = 0; s < S; ++s) row[s] = T(0);
+      continue;
+    }
+    double total = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      row[s] = std::exp(row[s] - mx);
+      total += row[s];
+    }
+    const T inv = static_cast<T>(1.0 / total);
+    for (int64_t s = 0; s < S; ++s) row[s] *= inv;
+  }
+}
+
+// out [n] = keep ? p · scale : 0
+template <class T>
+void apply_keep(T* out, const T* p, const bool* keep, int64_t n, T scale) {
+  for (int64_t i = 0; i < n; ++i) out[i] = keep[i] ? p[i] * scale : T(0);
+}
+
+// What the fused op's backward keeps (see the top of the file for the choice).
+struct Saved {
+  Dims d;
+  double scale = 1, keep_scale = 1;
+  Tensor P;          // [B, H, T, S] softmax probabilities
+  Tensor keep;       // [B, H, T, S] b8 dropout keep-mask (undefined without dropout)
+  Tensor q, k, v;    // [B, H, ·, ·] GEMM-addressable, each only when a gradient reads it
+  Shape mask_shape;  // the float attn_mask's shape, when it requires grad
+};
+
+template <class T>
+void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx);
+
+template <class T>
+AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                                const Dims& d) {
+  const auto [B, H, T_, S, D, Dv] = d;
+  const T scale = static_cast<T>(scale_of(o, d));
+  const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
+  const Masks<T> masks = gather_masks<T>(o, d);
+  const DType dt = q.dtype();
+  const bool dropping = o.dropout_p > 0;
+  const double keep_scale = o.dropout_p < 1 ? 1.0 / (1.0 - o.dropout_p) : 0.0;
+
+  Tensor P = Tensor::empty({B, H, T_, S}, dt);    // softmax probabilities
+  Tensor out = Tensor::empty({B, H, T_, Dv}, dt);
+  Tensor keep = dropping ? Tensor::empty({B, H, T_, S}, DType::b8) : Tensor();              // Z ≠ 0
+  Tensor dropped = dropping && o.need_weights ? Tensor::empty({B, H, T_, S}, dt) : Tensor();  // P ⊙ Z
+  std::vector<T> scratch(dropping && !dropped.defined() ? T_ * S : 0);
+  // The keep draws follow ops/dropout exactly (gen.uniform() >= p, one per
+  // weight in [B, H, T, S] row-major order), so the composite, which calls
+  // dropout() on its softmax, draws the same mask from the same seed.
+  if (dropping) {
+    bool* z = keep.data<bool>();
+    for (int64_t i = 0, n = keep.numel(); i < n; ++i) z[i] = o.generator->uniform() >= o.dropout_p;
+  }
+
+  const int64_t TS = T_ * S;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t bh = b * H + h;
+      T* p = P.data<T>() + bh * TS;
+      // P [T, S] = scale · Q Kᵀ, then masks and softmax in place
+      gemm<T>(p, Q.at(b, h), K.at(b, h), T_, S, D, Q.trans, !K.trans, Q.ld, K.ld, S, scale, T(0));
+      mask_and_softmax(p, b, bh, d, masks);
+      const T* mix = p;
+      if (dropping) {
+        T* w = dropped.defined() ? dropped.data<T>() + bh * TS : scratch.data();
+        apply_keep(w, p, keep.data<bool>() + bh * TS, TS, static_cast<T>(keep_scale));
+        mix = w;
+      }
+      // O [T, Dv] = P V   ((P ⊙ Z) V with dropout)
+      gemm<T>(out.data<T>() + bh * T_ * Dv, mix, V.at(b, h), T_, Dv, S, false, V.trans, S, V.ld, Dv, T(1), T(0));
+    }
+
+  const bool mask_learns = o.attn_mask.defined() && o.attn_mask.requires_grad();
+  const bool recorded = any_requires_grad({q, k, v}) || (mask_learns && GradMode::enabled());
+  AttentionResult res;
+  if (o.need_weights) res.weights = dropping ? dropped : (recorded ? P.clone() : P);  // never alias the saved P
+  if (!recorded) {
+    res.out = out;
+    return res;
+  }
+
+  Saved sv;
+  sv.d = d;
+  sv.scale = scale_of(o, d);
+  sv.keep_scale = keep_scale;
+  sv.P = P;
+  sv.keep = keep;
+  const bool need_dp = q.requires_grad() || k.requires_grad() || mask_learns;
+  if (k.requires_grad()) sv.q = Q.owner.detach();  // dK reads Q
+  if (q.requires_grad()) sv.k = K.owner.detach();  // dQ reads K
+  if (need_dp) sv.v = V.owner.detach();            // dP reads V
+  if (mask_learns) sv.mask_shape = o.attn_mask.shape();
+
+  res.out = record(kFused, out, {q, k, v, mask_learns ? o.attn_mask : Tensor()},
+                   [sv = std::move(sv)](const Tensor& grad, Grads& dx) {
+    // Forward, per head:  S = scale · Q Kᵀ + M;  P = softmax(S) row-wise;  O = P V.
+    //
+    //   O = P V             =>  dV = Pᵀ dO,   dP = dO Vᵀ
+    //   P = softmax(S)      =>  dS = P ⊙ (dP − rowsum(dP ⊙ P))
+    //   S = scale · Q Kᵀ    =>  dQ = scale · dS K,   dK = scale · dSᵀ Q
+    //   S = ... + M (float) =>  dM = dS   (summed over heads for a [T, S] mask)
+    //
+    // Dropout: O = (P ⊙ Z) V with Z = keep / (1 − p). Then dV = (P ⊙ Z)ᵀ dO,
+    // and the gradient reaching P passes through the same mask:
+    // dP = (dO Vᵀ) ⊙ Z — dropped weights get none, kept ones are scaled by
+    // 1/(1 − p); the softmax step is unchanged.
+    //
+    // Masked positions. A masked score was -∞, so its P is exactly 0, and
+    // dS = P ⊙ (...) is exactly 0 there: no gradient flows into a masked
+    // score, and the bool masks, the padding mask and the causal structure are
+    // constants that get none. A fully masked row has P = 0 everywhere: its dS
+    // row is 0, so it adds nothing to dQ, dK or dV, and nothing divides by its
+    // empty softmax sum (no NaN). Only a float mask that requires grad receives
+    // dM = dS, which is 0 at its -∞ entries for the same reason.
+    attention_backward<T>(sv, grad, dx);
+  });
+  return res;
+}
+
+// The backward kernel, per head (see the derivation in fused_attention).
+template <class T>
+void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx) {
+  const auto [B, H, T_, S, D, Dv] = sv.d;
+  const int64_t TS = T_ * S;
+  const T scale = static_cast<T>(sv.scale), keep_scale = static_cast<T>(sv.keep_scale);
+  const bool dropping = sv.keep.defined(), need_dp = dx.needs(0) || dx.needs(1) || dx.needs(3);
+  const HeadMatrices<T> G = head_matrices<T>(grad);  // dO [T, Dv] per head
+  HeadMatrices<T> Q, K, V;
+  if (sv.q.defined()) Q = head_matrices<T>(sv.q);
+  if (sv.k.defined()) K = head_matrices<T>(sv.k);
+  if (sv.v.defined()) V = head_matrices<T>(sv.v);
+  const DType dt = grad.dtype();
+  Tensor dq = dx.needs(0) ? Tensor::empty({B, H, T_, D}, dt) : Tensor();
+  Tensor dk = dx.needs(1) ? Tensor::empty({B, H, S, D}, dt) : Tensor();
+  Tensor dv = dx.needs(2) ? Tensor::empty({B, H, S, Dv}, dt) : Tensor();
+  Tensor dm = dx.needs(3) ? Tensor::zeros(sv.mask_shape, dt) : Tensor();  // [T, S] or [B·H, T, S]
+  const int64_t dm_head_stride = sv.mask_shape.size() == 3 ? TS : 0;
+  std::vector<T> ds(need_dp ? TS : 0);                       // dP, then dS, [T, S]
+  std::vector<T> pz(dropping && dx.needs(2) ? TS : 0);       // P ⊙ Z [T, S]
+
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t bh = b * H + h;
+      const T* p = sv.P.data<T>() + bh * TS;
+      const bool* z = dropping ? sv.keep.data<bool>() + bh * TS : nullptr;
+      if (dx.needs(2)) {
+        const T* mix = p;
+        if (dropping) {
+          apply_keep(pz.data(), p, z, TS, keep_scale);
+          mix = pz.data();
+        }
+        // dV [S, Dv] = (P ⊙ Z)ᵀ dO
+        gemm<T>(dv.data<T>() + bh * S * Dv, mix, G.at(b, h), S, Dv, T_, true, G.trans, S, G.ld, Dv, T(1), T(0));
+      }
+      if (!need_dp) continue;
+      // dP [T, S] = (dO Vᵀ) ⊙ Z
+      gemm<T>(ds.data(), G.at(b, h), V.at(b, h), T_, S, Dv, G.trans, !V.trans, G.ld, V.ld, S, T(1), T(0));
+      if (dropping) apply_keep(ds.data(), ds.data(), z, TS, keep_scale);
+      // dS = P ⊙ (dP − rowsum(dP ⊙ P)), over dP in place; 0 wherever P is 0
+      for (int64_t t = 0; t < T_; ++t) {
+        T* r = ds.data() + t * S;
+        const T* pr = p + t * S;
+        double dot = 0;
+        for (int64_t s = 0; s < S; ++s) dot += static_cast<double>(r[s]) * pr[s];
+        const T c = static_cast<T>(dot);
+        for (int64_t s = 0; s < S; ++s) r[s] = pr[s] * (r[s] - c);
+      }
+      if (dx.needs(3)) {
+        T* m = dm.data<T>() + bh * dm_head_stride;
+        for (int64_t i = 0; i < TS; ++i) m[i] += ds[i];
+      }
+      // dQ [T, D] = scale · dS K
+      if (dx.needs(0))
+        gemm<T>(dq.data<T>() + bh * T_ * D, ds.data(), K.at(b, h), T_, D, S, false, K.trans, S, K.ld, D, scale, T(0));
+      // dK [S, D] = scale · dSᵀ Q
+      if (dx.needs(1))
+        gemm<T>(dk.data<T>() + bh * S * D, ds.data(), Q.at(b, h), S, D, T_, true, Q.trans, S, Q.ld, D, scale, T(0));
+    }
+  if (dx.needs(0)) dx[0] += dq;
+  if (dx.needs(1)) dx[1] += dk;
+  if (dx.needs(2)) dx[2] += dv;
+  if (dx.needs(3)) dx[3] += dm;
+}
+
+// [T, S] b8, true where s > t: the keys a causal query may not see.
+Tensor causal_mask(int64_t T_, int64_t S) {
+  std::vector<bool> m(static_cast<size_t>(T_ * S));
+  for (int64_t t = 0; t < T_; ++t)
+    for (int64_t s = t + 1; s < S; ++s) m[static_cast<size_t>(t * S + s)] = true;
+  return Tensor::from_vector(m, {T_, S});
+}
+
+}  // namespace
+
+// scaled_dot_product_attention: q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv] -> out [B, H, T, Dv]
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionOptions& o) {
+  const Dims d = check_inputs(kFused, q, k, v, o);
+  return dispatch_float(q.dtype(), kFused, [&]<class T>() { return fused_attention<T>(q, k, v, o, d); });
+}
+
+// The same attention from primitives, each recording its own node:
+//   scores = matmul(q, kᵀ) · scale            [B, H, T, S]
+//   masks: add (float) / masked_fill(-∞) (bool, padding, causal)
+//   out = matmul(dropout(softmax(scores)), v) [B, H, T, Dv]
+AttentionResult scaled_dot_product_attention_composite(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       const AttentionOptions& o) {
+  const Dims d = check_inputs(kComposite, q, k, v, o);
+  Tensor scores = matmul(q, transpose(k, -2, -1)) * scale_of(o, d);
+  if (const Tensor& m = o.attn_mask; m.defined()) {
+    const Tensor mb = m.dim() == 3 ? reshape(m, {d.B, d.H, d.T, d.S}) : m;
+    scores = m.dtype() == DType::b8 ? masked_fill(scores, mb, -INFINITY) : add(scores, mb);
+  }
+  if (o.key_padding_mask.defined())
+    scores = masked_fill(scores, reshape(o.key_padding_mask, {d.B, 1, 1, d.S}), -INFINITY);
+  if (o.is_causal) scores = masked_fill(scores, causal_mask(d.T, d.S), -INFINITY);
+  Tensor w = softmax(scores, -1);  // a fully masked row gives 0 weights and 0 gradient
+  if (o.dropout_p > 0) w = dropout(w, o.dropout_p, /*train=*/true, *o.generator);
+  AttentionResult res;
+  res.out = matmul(w, v);
+  if (o.need_weights) res.weights = w.detach();
+  return res;
+}
+
+}  // namespace attograd
