@@ -265,9 +265,12 @@ bool Tensor::is_leaf() const { return !impl_ || !impl_->grad_fn; }
 Tensor Tensor::grad() const { check_defined("grad"); return Tensor(impl_->grad); }
 void Tensor::set_grad(const Tensor& g) {
   check_defined("set_grad");
-  if (g.defined() && (g.shape() != shape() || g.dtype() != dtype()))
-    fail<ShapeError>("set_grad", "gradient {} {} does not match tensor {} {}", shape_str(g.shape()),
-                     dtype_name(g.dtype()), shape_str(shape()), dtype_name(dtype()));
+  if (g.defined() && g.shape() != shape())
+    fail<ShapeError>("set_grad", "gradient shape {} does not match tensor shape {}", shape_str(g.shape()),
+                     shape_str(shape()));
+  if (g.defined() && g.dtype() != dtype())
+    fail<DTypeError>("set_grad", "gradient dtype {} does not match tensor dtype {}", dtype_name(g.dtype()),
+                     dtype_name(dtype()));
   impl_->grad = g.impl_ptr();
 }
 void Tensor::zero_grad() { check_defined("zero_grad"); impl_->grad.reset(); }

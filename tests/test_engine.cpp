@@ -138,6 +138,17 @@ TEST(Backward, GradientsAccumulateAcrossCalls) {
   EXPECT_EQ(vals(first), (std::vector<double>{5, 7}));  // a new buffer after zero_grad
 }
 
+TEST(Backward, SetGradThenAccumulate) {
+  Tensor x = f64({1, 2}, {2}).requires_grad_();
+  x.set_grad(f64({10, 20}, {2}));
+  sum(x * x).backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{12, 24}));
+  x.set_grad(Tensor());
+  EXPECT_FALSE(x.grad().defined());
+  expect_error<ShapeError>([&] { x.set_grad(f64({1, 2, 3}, {3})); }, {"set_grad", "[3]", "[2]"});
+  expect_error<DTypeError>([&] { x.set_grad(Tensor::zeros({2})); }, {"set_grad", "f32", "f64"});
+}
+
 TEST(Backward, OnlyLeavesThatTakePartGetGrads) {
   Tensor x = f64({1, 2}, {2}).requires_grad_();
   Tensor unused = f64({1, 2}, {2}).requires_grad_();
