@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "autograd/node.h"
 
@@ -35,6 +36,15 @@ std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
     flat /= shape[d];
   }
   return idx;
+}
+
+// Bitwise equality, so that NaN gradients that repeat count as the same.
+bool same_bits(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(double)) != 0)
+      return false;
+  return true;
 }
 
 std::vector<double> as_doubles(const Tensor& t) {
@@ -106,7 +116,7 @@ GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
   for (int64_t k = 0; k < K; ++k) {
     onehot[k] = 1.0;
     auto g = grads_for(onehot);
-    if (opt.check_determinism && grads_for(onehot) != g) deterministic = false;
+    if (opt.check_determinism && !same_bits(grads_for(onehot), g)) deterministic = false;
     onehot[k] = 0.0;
     for (size_t i = 0; i < xs.size(); ++i) ana[i].insert(ana[i].end(), g[i].begin(), g[i].end());
   }

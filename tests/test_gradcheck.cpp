@@ -162,6 +162,18 @@ TEST(Gradcheck, CatchesNonDeterministicBackward) {
   EXPECT_TRUE(gradcheck(noisy, {x}, off).ok);
 }
 
+TEST(Gradcheck, NaNGradientIsAMismatchNotNonDeterminism) {
+  auto nan_grad = [](const std::vector<Tensor>& in) {
+    return custom_op(
+        "nan_grad", {in[0]}, [](FunctionCtx&, const std::vector<Tensor>& x) { return x[0] * 2.0; },
+        [](FunctionCtx&, const Tensor& grad) { return std::vector<Tensor>{grad * NAN}; });
+  };
+  GradcheckReport r = gradcheck(nan_grad, {leaf({2}, 19)});
+  EXPECT_FALSE(r.ok);
+  EXPECT_FALSE(r.inputs[0].ok);
+  for (const std::string& f : r.failures) EXPECT_FALSE(contains(f, "deterministic")) << f;
+}
+
 TEST(Gradcheck, CatchesBackwardThatDoesNotScaleWithGrad) {
   // Right for one-hot output gradients (grad² = grad), wrong for any other.
   auto squared_grad = [](const std::vector<Tensor>& in) {
