@@ -93,6 +93,17 @@ bool all_finite(const Tensor& t) {
   });
 }
 
+namespace {
+bool has_nan_or_pos_inf(const Tensor& t) {
+  return dispatch_float(t.dtype(), "anomaly", [&]<class T>() {
+    bool bad = false;
+    const T* p = static_cast<const T*>(t.impl()->storage->data);
+    for_each_offset(t.shape(), t.strides(), t.offset(), [&](int64_t o) { bad = bad || std::isnan(p[o]) || p[o] == INFINITY; });
+    return bad;
+  });
+}
+}  // namespace
+
 bool any_requires_grad(std::initializer_list<Tensor> inputs) {
   if (!GradMode::enabled()) return false;
   for (const Tensor& t : inputs)
@@ -106,10 +117,12 @@ Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs
   // Checked only while recording: the engine runs backward math under
   // NoGradGuard, and an inf made there must be reported by the Grads check as
   // the op whose backward produced it, not as a "forward" of a helper op.
-  if (AnomalyMode::enabled() && is_floating(out.dtype()) && !all_finite(out)) {
+  // Forward flags NaN and +Inf only: -Inf is how masks enter (masked_fill
+  // before a softmax), so it is a legitimate forward value.
+  if (AnomalyMode::enabled() && is_floating(out.dtype()) && has_nan_or_pos_inf(out)) {
     std::vector<Shape> shapes;
     for (const Tensor& t : inputs) shapes.push_back(t.defined() ? t.shape() : Shape{});
-    fail<AutogradError>(op, "forward produced a non-finite value (output {}, inputs: {})",
+    fail<AutogradError>(op, "forward produced NaN or +Inf (output {}, inputs: {})",
                         shape_str(out.shape()), shapes_str(shapes));
   }
   bool any = false;

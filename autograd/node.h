@@ -75,9 +75,10 @@ class NoGradGuard {
 };
 
 // Anomaly detection (torch.autograd.detect_anomaly): while a guard lives, every
-// recorded op checks its forward output, and every backward checks each
-// gradient it produces; the first NaN/Inf throws an AutogradError naming the
-// op and its input shapes.
+// recorded op checks its forward output (for NaN and +Inf; -Inf is how masks
+// enter a softmax), and every backward checks each gradient it produces (for
+// any non-finite value); the first one throws an AutogradError naming the op
+// and its input shapes.
 struct AnomalyMode {
   static bool enabled();
   static void set_enabled(bool on);
