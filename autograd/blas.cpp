@@ -1,0 +1,112 @@
+#include "autograd/blas.h"
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <vector>
+
+#include <cblas.h>
+
+#include "autograd/error.h"
+
+// OpenBLAS extensions; declared here too in case <cblas.h> is another vendor's.
+extern "C" {
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+char* openblas_get_corename(void);
+}
+
+namespace attograd {
+
+namespace {
+
+std::atomic<GemmBackend> g_backend{GemmBackend::blas};
+
+void check_gemm_args(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, int64_t lda, int64_t ldb,
+                     int64_t ldc) {
+  if (M < 0 || N < 0 || K < 0) fail<ValueError>("gemm", "sizes must be >= 0, got M={} N={} K={}", M, N, K);
+  // Row-major: a leading dim spans at least one stored row.
+  const int64_t need_a = std::max<int64_t>(1, trans_a ? M : K);
+  const int64_t need_b = std::max<int64_t>(1, trans_b ? K : N);
+  const int64_t need_c = std::max<int64_t>(1, N);
+  if (lda < need_a || ldb < need_b || ldc < need_c)
+    fail<ValueError>("gemm", "leading dims too small: lda={} (needs >= {}), ldb={} (needs >= {}), ldc={} (needs >= {}) "
+                     "for M={} N={} K={} trans_a={} trans_b={}", lda, need_a, ldb, need_b, ldc, need_c, M, N, K,
+                     trans_a, trans_b);
+  constexpr int64_t kMax = std::numeric_limits<blasint>::max();
+  if (std::max({M, N, K, lda, ldb, ldc}) > kMax)
+    fail<ValueError>("gemm", "sizes M={} N={} K={} lda={} ldb={} ldc={} exceed the BLAS integer limit {}", M, N, K,
+                     lda, ldb, ldc, kMax);
+}
+
+void cblas_gemm(float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+                int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(M),
+              static_cast<blasint>(N), static_cast<blasint>(K), alpha, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), beta, out, static_cast<blasint>(ldc));
+}
+void cblas_gemm(double* out, const double* a, const double* b, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+                int64_t lda, int64_t ldb, int64_t ldc, double alpha, double beta) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(M),
+              static_cast<blasint>(N), static_cast<blasint>(K), alpha, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), beta, out, static_cast<blasint>(ldc));
+}
+
+}  // namespace
+
+void set_gemm_backend(GemmBackend backend) { g_backend = backend; }
+GemmBackend gemm_backend() { return g_backend; }
+
+template <class T>
+void gemm_naive(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+                int64_t lda, int64_t ldb, int64_t ldc, T alpha, T beta) {
+  std::vector<double> row(static_cast<size_t>(N));  // Σ_k op(a)[i, k] · op(b)[k, :]
+  for (int64_t i = 0; i < M; ++i) {
+    std::fill(row.begin(), row.end(), 0.0);
+    for (int64_t k = 0; k < K; ++k) {
+      const double aik = trans_a ? a[k * lda + i] : a[i * lda + k];
+      if (trans_b) {
+        for (int64_t j = 0; j < N; ++j) row[j] += aik * b[j * ldb + k];
+      } else {
+        const T* bk = b + k * ldb;
+        for (int64_t j = 0; j < N; ++j) row[j] += aik * bk[j];
+      }
+    }
+    T* o = out + i * ldc;
+    for (int64_t j = 0; j < N; ++j)
+      o[j] = static_cast<T>(alpha * row[j] + (beta == T(0) ? 0.0 : static_cast<double>(beta) * o[j]));
+  }
+}
+
+template <class T>
+void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, int64_t lda,
+          int64_t ldb, int64_t ldc, T alpha, T beta) {
+  check_gemm_args(M, N, K, trans_a, trans_b, lda, ldb, ldc);
+  if (M == 0 || N == 0) return;
+  if (g_backend == GemmBackend::naive || K == 0) {  // K == 0: out = beta · out, no BLAS call needed
+    gemm_naive(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
+    return;
+  }
+  cblas_gemm(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
+}
+
+template void gemm<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t,
+                          int64_t, float, float);
+template void gemm<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, bool, bool, int64_t,
+                           int64_t, int64_t, double, double);
+template void gemm_naive<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, bool, bool, int64_t,
+                                int64_t, int64_t, float, float);
+template void gemm_naive<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, bool, bool,
+                                 int64_t, int64_t, int64_t, double, double);
+
+std::string blas_corename() {
+  const char* name = openblas_get_corename();
+  return name ? name : "";
+}
+void blas_set_num_threads(int n) {
+  if (n < 1) fail<ValueError>("blas_set_num_threads", "thread count must be >= 1, got {}", n);
+  openblas_set_num_threads(n);
+}
+int blas_num_threads() { return openblas_get_num_threads(); }
+
+}  // namespace attograd

@@ -1,0 +1,187 @@
+// Indexing ops: forward, then the backward closure right under it.
+//
+// Shape legend: x [..., n, ...] with n at `dim`; L index length; V vocab
+// (table rows), E embedding width; grad has out's shape. Each forward reads
+// x through its strides (no copy); each backward scatter-adds grad into a
+// zeroed buffer of x's shape with `+=`, so repeated indices accumulate.
+#include "autograd/ops/indexing.h"
+
+#include <array>
+
+#include "autograd/node.h"
+
+namespace attograd {
+
+namespace {
+
+void check_index(std::string_view op, const Tensor& index) {
+  if (!index.defined()) fail<ValueError>(op, "index is an undefined tensor");
+  if (index.dtype() != DType::i64)
+    fail<DTypeError>(op, "index must be i64, got {} {}; hint: build it with Tensor::from_vector(std::vector<int64_t>) "
+                     "or convert with .to(DType::i64)", dtype_name(index.dtype()), shape_str(index.shape()));
+}
+
+void check_in_range(std::string_view op, int64_t i, int64_t n, int64_t dim, const Tensor& x) {
+  if (i < 0 || i >= n)
+    fail<IndexError>(op, "index {} is out of range for dim {} of size {} (input {}); valid range is [0, {})", i, dim, n,
+                     shape_str(x.shape()), n);
+}
+
+template <class T>
+T* base(const Tensor& t) { return static_cast<T*>(t.impl()->storage->data); }
+
+// Calls fn(k, o) for the elements of t's slices idx[0], idx[1], ... along
+// dim, in the row-major order of the selection [..., L, ...]: k counts 0, 1,
+// 2, ... and o is the element's offset in t's storage.
+template <class F>
+void for_each_selected(const Tensor& t, int64_t dim, const std::vector<int64_t>& idx, F&& fn) {
+  const Shape &s = t.shape(), &st = t.strides();
+  const Shape outer(s.begin(), s.begin() + dim), outer_st(st.begin(), st.begin() + dim);
+  const Shape inner(s.begin() + dim + 1, s.end()), inner_st(st.begin() + dim + 1, st.end());
+  int64_t k = 0;
+  for_each_offset(outer, outer_st, t.offset(), [&](int64_t o) {
+    for (int64_t i : idx) for_each_offset(inner, inner_st, o + i * st[dim], [&](int64_t e) { fn(k++, e); });
+  });
+}
+
+// Calls fn(off) for every position p of `shape` in row-major order, where
+// off[k] = base[k] + Σ_d p[d] · strides[k][d]: several tensors walked in step.
+template <size_t K, class F>
+void walk(const Shape& shape, const std::array<Shape, K>& strides, std::array<int64_t, K> off, F&& fn) {
+  for (int64_t s : shape)
+    if (s == 0) return;
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> idx(nd, 0);
+  while (true) {
+    fn(off);
+    int64_t d = nd - 1;
+    for (; d >= 0; --d) {
+      for (size_t k = 0; k < K; ++k) off[k] += strides[k][d];
+      if (++idx[d] < shape[d]) break;
+      for (size_t k = 0; k < K; ++k) off[k] -= strides[k][d] * shape[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+}  // namespace
+
+// index_select: x [..., n, ...], index [L] -> out [..., L, ...]
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_index("index_select", index);
+  if (index.dim() > 1)
+    fail<ShapeError>("index_select", "index must be 1-d, got shape {}; hint: flatten it, or use gather for an "
+                     "index per element", shape_str(index.shape()));
+  if (x.dim() == 0) fail<ShapeError>("index_select", "input must have at least 1 dim, got a 0-d tensor");
+  dim = wrap_dim(dim, x.dim(), "index_select");
+  const std::vector<int64_t> idx = index.to_vector<int64_t>();  // [L]
+  for (int64_t i : idx) check_in_range("index_select", i, x.shape()[dim], dim, x);
+  Shape out_shape = x.shape();
+  out_shape[dim] = static_cast<int64_t>(idx.size());
+  Tensor out = Tensor::empty(out_shape, x.dtype());
+  dispatch_all(x.dtype(), [&]<class T>() {
+    const T* px = base<T>(x);
+    T* po = out.data<T>();
+    for_each_selected(x, dim, idx, [&](int64_t k, int64_t o) { po[k] = px[o]; });
+  });
+  return record("index_select", out, {x}, [idx, dim, sx = x.shape()](const Tensor& grad, Grads& dx) {
+    // out = x[..., index, ...] along dim  =>  dx[..., index[j], ...] += grad[..., j, ...]
+    Tensor acc = Tensor::zeros(sx, grad.dtype());  // x's shape
+    const Tensor g = grad.contiguous();
+    dispatch_float(grad.dtype(), "index_select", [&]<class T>() {
+      const T* pg = g.data<T>();
+      T* pa = base<T>(acc);
+      for_each_selected(acc, dim, idx, [&](int64_t k, int64_t o) { pa[o] += pg[k]; });
+    });
+    dx[0] += acc;
+  });
+}
+
+// embedding: weight [V, E], ids [...] -> out [..., E]
+Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<int64_t> padding_idx) {
+  check_index("embedding", ids);
+  if (!weight.defined() || weight.dim() != 2)
+    fail<ShapeError>("embedding", "weight must be a [V, E] table, got shape {}",
+                     weight.defined() ? shape_str(weight.shape()) : "undefined");
+  const int64_t V = weight.size(0), E = weight.size(1);
+  if (padding_idx) {
+    if (*padding_idx < -V || *padding_idx >= V)
+      fail<ValueError>("embedding", "padding_idx {} is outside [-{}, {}) for weight {}", *padding_idx, V, V,
+                       shape_str(weight.shape()));
+    if (*padding_idx < 0) *padding_idx += V;
+  }
+  const std::vector<int64_t> idx = ids.to_vector<int64_t>();  // [N], N = numel(ids)
+  for (size_t p = 0; p < idx.size(); ++p)
+    if (idx[p] < 0 || idx[p] >= V)
+      fail<IndexError>("embedding", "id {} (element {} of ids {}) is out of range for weight {}; valid range is "
+                       "[0, {}); hint: is the vocabulary size right?", idx[p], p, shape_str(ids.shape()),
+                       shape_str(weight.shape()), V);
+  Shape out_shape = ids.shape();
+  out_shape.push_back(E);
+  Tensor out = Tensor::empty(out_shape, weight.dtype());
+  dispatch_all(weight.dtype(), [&]<class T>() {
+    const T* pw = base<T>(weight);
+    T* po = out.data<T>();
+    for_each_selected(weight, 0, idx, [&](int64_t k, int64_t o) { po[k] = pw[o]; });
+  });
+  return record("embedding", out, {weight}, [idx, padding_idx, V, E](const Tensor& grad, Grads& dx) {
+    // out[p] = weight[ids[p]]  =>  dweight[ids[p]] += grad[p], except the padding_idx row
+    Tensor dw = Tensor::zeros({V, E}, grad.dtype());  // [V, E]
+    const Tensor g = grad.contiguous();               // [N, E]
+    dispatch_float(grad.dtype(), "embedding", [&]<class T>() {
+      const T* pg = g.data<T>();
+      T* pd = dw.data<T>();
+      for (size_t p = 0; p < idx.size(); ++p) {
+        if (idx[p] == padding_idx) continue;
+        for (int64_t e = 0; e < E; ++e) pd[idx[p] * E + e] += pg[static_cast<int64_t>(p) * E + e];
+      }
+    });
+    dx[0] += dw;
+  });
+}
+
+// gather: x [d0, ..., dn-1], index [i0, ..., in-1] -> out [i0, ..., in-1]
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_index("gather", index);
+  if (x.dim() == 0) fail<ShapeError>("gather", "input must have at least 1 dim, got a 0-d tensor");
+  dim = wrap_dim(dim, x.dim(), "gather");
+  bool fits = index.dim() == x.dim();
+  for (int64_t d = 0; fits && d < x.dim(); ++d) fits = d == dim || index.shape()[d] <= x.shape()[d];
+  if (!fits)
+    fail<ShapeError>("gather", "index {} does not fit input {} at dim {}: it needs as many dims, and no larger "
+                     "sizes outside dim {}; hint: unsqueeze the index, e.g. target [N] -> [N, 1]",
+                     shape_str(index.shape()), shape_str(x.shape()), dim, dim);
+  Shape xst = x.strides();  // walking index's positions over x, dim's stride comes from the index value
+  xst[dim] = 0;
+  const int64_t n = x.shape()[dim], x_step = x.strides()[dim];
+  Tensor out = Tensor::empty(index.shape(), x.dtype());
+  dispatch_all(x.dtype(), [&]<class T>() {
+    const T* px = base<T>(x);
+    const int64_t* pi = base<int64_t>(index);
+    T* po = out.data<T>();
+    int64_t k = 0;
+    walk<2>(index.shape(), {xst, index.strides()}, {x.offset(), index.offset()}, [&](const std::array<int64_t, 2>& o) {
+      const int64_t i = pi[o[1]];
+      check_in_range("gather", i, n, dim, x);
+      po[k++] = px[o[0] + i * x_step];
+    });
+  });
+  return record("gather", out, {x}, [index_ = index.detach(), dim, sx = x.shape()](const Tensor& grad, Grads& dx) {
+    // out[p] = x[p with p[dim] = index[p]]  =>  dx[p with p[dim] = index[p]] += grad[p]
+    Tensor acc = Tensor::zeros(sx, grad.dtype());  // x's shape, contiguous
+    Shape acc_st = acc.strides();
+    const int64_t acc_step = acc_st[dim];
+    acc_st[dim] = 0;
+    dispatch_float(grad.dtype(), "gather", [&]<class T>() {
+      const int64_t* pi = base<int64_t>(index_);
+      const T* pg = base<T>(grad);
+      T* pa = acc.data<T>();
+      walk<3>(index_.shape(), {acc_st, index_.strides(), grad.strides()}, {0, index_.offset(), grad.offset()},
+              [&](const std::array<int64_t, 3>& o) { pa[o[0] + pi[o[1]] * acc_step] += pg[o[2]]; });
+    });
+    dx[0] += acc;
+  });
+}
+
+}  // namespace attograd
