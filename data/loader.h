@@ -1,0 +1,146 @@
+// DataLoader: seeded shuffling, batching and padding of a Dataset.
+//
+// Shape legend: B batch size, S longest source in the batch (+1 for <eos>),
+// T longest target in the batch (+1 for <eos>/<bos>).
+//
+// Collate. For an example {src, tgt} (raw ids, see data/dataset.h):
+//   source   = src + [<eos>]                  (the encoder sees where the input ends)
+//   target   = tgt + [<eos>]
+//   tgt_in   = [<bos>] + target[:-1]  = [<bos>] + tgt     (decoder input, teacher forcing)
+//   tgt_out  = target                 = tgt + [<eos>]     (what the decoder must predict)
+// Rows are right-padded with pad_id to the longest row of the batch. The loss
+// takes tgt_out with ignore_index = pad_id.
+//
+// Order. Epoch e visits the examples in a permutation that is a pure function
+// of (seed, e): a Generator seeded with mix_seed(seed, e) drives a
+// Fisher-Yates shuffle (identity order when shuffle is off). Batch p of epoch
+// e is therefore fixed, and restoring a LoaderState {epoch, position}
+// reproduces the remaining batches exactly.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "autograd/tensor.h"
+#include "data/dataset.h"
+#include "data/vocab.h"
+
+namespace attograd {
+
+struct Batch {
+  Tensor src;                   // [B, S] i64, pad_id where padded
+  Tensor tgt_in;                // [B, T] i64, <bos> + tgt, pad_id where padded
+  Tensor tgt_out;               // [B, T] i64, tgt + <eos>, pad_id where padded
+  Tensor src_key_padding_mask;  // [B, S] b8, true at padding
+  Tensor tgt_key_padding_mask;  // [B, T] b8, true at padding
+  Tensor causal_mask;           // [T, T] b8, true above the diagonal (attention not allowed)
+  int64_t num_tokens = 0;       // non-pad entries of tgt_out
+  std::vector<int64_t> indices; // dataset index of each row
+  int64_t size() const { return static_cast<int64_t>(indices.size()); }
+};
+
+struct SpecialIds {
+  int64_t pad = kPadId, bos = kBosId, eos = kEosId;
+};
+
+// Pads and stacks examples into a Batch (see the header comment); writes
+// straight into tensor storage. `indices` (one per example, or empty) is
+// copied into Batch::indices. ValueError on an empty list or a negative id.
+Batch collate(const std::vector<Example>& examples, const SpecialIds& ids = {},
+              std::vector<int64_t> indices = {});
+
+// [T, T] b8: true at (i, j) with j > i, the positions a causal decoder must not see.
+Tensor causal_mask(int64_t t);
+
+struct LoaderOptions {
+  int64_t batch_size = 32;
+  bool shuffle = true;
+  bool drop_last = false;  // drop the last, smaller batch of each epoch
+  uint64_t seed = 0;
+  int64_t pad_id = kPadId;
+  int64_t bos_id = kBosId;
+  int64_t eos_id = kEosId;
+};
+
+// Where the next batch comes from: batch `position` of epoch `epoch`.
+struct LoaderState {
+  int64_t epoch = 0;
+  int64_t position = 0;  // batches of this epoch already returned
+  bool operator==(const LoaderState&) const = default;
+};
+
+class DataLoader;
+
+// One pass over an epoch, in that epoch's order, independent of the loader's
+// own position:  for (const Batch& b : loader.epoch_batches()) ...
+class EpochBatches {
+ public:
+  class iterator {
+   public:
+    Batch operator*() const;
+    iterator& operator++() { ++position_; return *this; }
+    bool operator==(const iterator& other) const { return position_ == other.position_; }
+
+   private:
+    friend class EpochBatches;
+    iterator(const EpochBatches* range, int64_t position) : range_(range), position_(position) {}
+    const EpochBatches* range_;
+    int64_t position_;
+  };
+  iterator begin() const { return {this, 0}; }
+  iterator end() const;
+  int64_t size() const;
+
+ private:
+  friend class DataLoader;
+  EpochBatches(const DataLoader* loader, std::shared_ptr<const std::vector<int64_t>> order)
+      : loader_(loader), order_(std::move(order)) {}
+  const DataLoader* loader_;
+  std::shared_ptr<const std::vector<int64_t>> order_;  // null: identity order
+};
+
+class DataLoader {
+ public:
+  // The loader keeps a reference: `dataset` must outlive it. ValueError for
+  // batch_size < 1, an empty dataset, or drop_last leaving no batch.
+  DataLoader(const Dataset& dataset, LoaderOptions options);
+  DataLoader(const Dataset&& dataset, LoaderOptions options) = delete;  // would dangle
+
+  // The batch at the current state; then advances, rolling over to the next
+  // epoch after its last batch (so the state always names the next batch).
+  Batch next();
+
+  int64_t epoch() const { return state_.epoch; }
+  int64_t position() const { return state_.position; }
+  LoaderState state() const { return state_; }
+  // ValueError unless epoch >= 0 and 0 <= position <= batches_per_epoch()
+  // (position == batches_per_epoch() means the start of the next epoch).
+  void set_state(LoaderState state);
+
+  int64_t batches_per_epoch() const;
+  // Batch `position` of epoch `epoch`; does not move the loader.
+  Batch batch_at(int64_t epoch, int64_t position) const;
+  EpochBatches epoch_batches(int64_t epoch = 0) const;
+  // Dataset indices in the order epoch `epoch` visits them.
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
+
+  const LoaderOptions& options() const { return options_; }
+  const Dataset& dataset() const { return dataset_; }
+
+  // Shuffling materializes a permutation; larger datasets (e.g. an unbounded
+  // generated one, whose examples are random already) must use shuffle=false.
+  static constexpr int64_t kMaxShuffleSize = int64_t{1} << 27;
+
+ private:
+  friend class EpochBatches;
+  std::shared_ptr<const std::vector<int64_t>> order_for(int64_t epoch) const;  // null: identity
+  Batch make_batch(const std::vector<int64_t>* order, int64_t position) const;
+
+  const Dataset& dataset_;
+  LoaderOptions options_;
+  LoaderState state_;
+  std::shared_ptr<const std::vector<int64_t>> order_;  // order of state_.epoch (null: identity)
+  int64_t order_epoch_ = 0;                            // the epoch order_ belongs to
+};
+
+}  // namespace attograd

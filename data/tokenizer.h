@@ -1,0 +1,45 @@
+// Tokenizers: text <-> token strings. Vocab maps the tokens to ids.
+//
+//  - WhitespaceTokenizer (word level): split on runs of ASCII whitespace,
+//    join with one space. "  two  words " -> {"two", "words"}.
+//  - CharTokenizer: one token per UTF-8 code point, spaces included; join
+//    concatenates, so join(split(s)) == s for any valid UTF-8 s.
+//    "süß" -> {"s", "ü", "ß"}; invalid UTF-8 is a ValueError naming the byte.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attograd {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::vector<std::string> split(std::string_view text) const = 0;
+  virtual std::string join(const std::vector<std::string>& tokens) const = 0;
+  virtual std::string name() const = 0;  // "word" or "char"
+};
+
+class WhitespaceTokenizer : public Tokenizer {
+ public:
+  std::vector<std::string> split(std::string_view text) const override;
+  std::string join(const std::vector<std::string>& tokens) const override;
+  std::string name() const override { return "word"; }
+};
+
+class CharTokenizer : public Tokenizer {
+ public:
+  std::vector<std::string> split(std::string_view text) const override;
+  std::string join(const std::vector<std::string>& tokens) const override;
+  std::string name() const override { return "char"; }
+};
+
+// "word" (or "whitespace") or "char"; anything else is a ValueError.
+std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name);
+
+// Byte length of the UTF-8 code point starting at text[pos]; ValueError
+// (naming `op` and the byte offset) for an invalid or truncated sequence.
+size_t utf8_char_length(std::string_view text, size_t pos, const char* op);
+
+}  // namespace attograd
