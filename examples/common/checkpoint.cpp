@@ -1,6 +1,7 @@
 #include "checkpoint.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 
@@ -158,6 +159,9 @@ Checkpoint load_checkpoint(const std::string& path, bool need_train_state) {
       fail<IOError>("checkpoint", "no complete checkpoint in {}; hint: train with --checkpoint-dir {} first", path, path);
     prefix = step_prefix(path, steps.back());
   } else {
+    if (!fs::exists(path, ec) && !fs::exists(path + ".model.safetensors", ec))
+      fail<IOError>("checkpoint", "{} does not exist; hint: pass a checkpoint directory or a .model.safetensors file",
+                    path);
     prefix = path;
     for (const char* suffix : {".model.safetensors", ".train.safetensors"})
       if (prefix.size() > std::strlen(suffix) && prefix.ends_with(suffix)) prefix.resize(prefix.size() - std::strlen(suffix));

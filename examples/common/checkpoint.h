@@ -12,7 +12,7 @@
 //                               "loader.position"), "schedule.last_step",
 //                               "train.step", "train.best_eval_loss"
 // Each file is written atomically (temporary file, fsync, rename), the train
-// file first: a checkpoint counts only when both files are present and load,
+// file first: a checkpoint counts only when both of its files are present,
 // so a crash at any moment leaves the previous checkpoint usable. The newest
 // `keep_last` checkpoints are kept; best.model/best.train hold the one with the
 // lowest held-out loss.

@@ -95,6 +95,11 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
     fail<ValueError>("flags", "--schedule must be constant, warmup, cosine, noam or step, got '{}'", t.schedule);
   t.warmup = in_range<int64_t>(r, "warmup", 0, int64_t{1} << 40);
   t.min_lr = in_range<double>(r, "min-lr", 0.0, 10.0);
+  if (t.schedule == "cosine" && t.warmup >= t.steps)
+    fail<ValueError>("flags", "--warmup ({}) must be smaller than --steps ({}) with the cosine schedule; hint: pass "
+                     "--warmup {} or less", t.warmup, t.steps, t.steps / 10);
+  if (t.schedule == "cosine" && t.min_lr > t.lr)
+    fail<ValueError>("flags", "--min-lr ({}) must not exceed --lr ({}) with the cosine schedule", t.min_lr, t.lr);
   t.weight_decay = in_range<double>(r, "weight-decay", 0.0, 10.0);
   t.clip = in_range<double>(r, "clip", 0.0, 1e9);
   t.label_smoothing = in_range<double>(r, "label-smoothing", 0.0, 1.0);

@@ -114,6 +114,14 @@ cxxopts::Options make_options(const std::string& mode) {
   return o;
 }
 
+// eval and decode read a few training flags; they get the same range checks.
+template <class T>
+T flag_in_range(const cxxopts::ParseResult& r, const char* flag, T lo, T hi) {
+  const T v = r[flag].as<T>();
+  if (v < lo || v > hi) fail<ValueError>("flags", "--{} must be in [{}, {}], got {}", flag, lo, hi, v);
+  return v;
+}
+
 struct Loaded {
   std::unique_ptr<Seq2SeqTransformer> model;
   Vocab vocab;
@@ -190,15 +198,15 @@ int train(const cxxopts::ParseResult& r) {
 }
 
 int eval(const cxxopts::ParseResult& r) {
-  configure_threads(r["threads"].as<int>());
+  configure_threads(flag_in_range<int>(r, "threads", 1, 256));
+  const int64_t n = flag_in_range<int64_t>(r, "eval-size", 1, 10'000'000);
+  const int64_t beam = flag_in_range<int64_t>(r, "beam", 1, 64);
   Loaded l = load_model(r["checkpoint"].as<std::string>());
   const uint64_t seed = r["seed"].as<uint64_t>();
-  const int64_t n = r["eval-size"].as<int64_t>();
-  if (n < 1) fail<ValueError>("flags", "--eval-size must be >= 1, got {}", n);
   CopyTaskDataset heldout(heldout_options(l.task, seed, n));
   EvalOptions eo;
   eo.max_examples = n;
-  eo.beam = r["beam"].as<int64_t>();
+  eo.beam = beam;
   EvalResult e = evaluate(*l.model, heldout, eo);
   fmt::print("held-out ({} sequences, seed {}): loss {:.4f}  token accuracy {:.2f}%  exact match {:.2f}%\n", e.examples,
              seed, e.loss, 100 * e.token_accuracy, 100 * e.exact_match);
@@ -206,7 +214,8 @@ int eval(const cxxopts::ParseResult& r) {
 }
 
 int decode(const cxxopts::ParseResult& r) {
-  configure_threads(r["threads"].as<int>());
+  configure_threads(flag_in_range<int>(r, "threads", 1, 256));
+  const int64_t beam = flag_in_range<int64_t>(r, "beam", 1, 64);
   Loaded l = load_model(r["checkpoint"].as<std::string>());
   std::vector<std::string> lines;
   if (r.count("sequences")) lines = r["sequences"].as<std::vector<std::string>>();
@@ -214,7 +223,6 @@ int decode(const cxxopts::ParseResult& r) {
     for (std::string line; std::getline(std::cin, line);) lines.push_back(line);
   if (lines.empty()) fail<ValueError>("decode", "no input sequences; hint: pass them as arguments or on stdin, e.g. \"a b c\"");
   WhitespaceTokenizer tok;
-  const int64_t beam = r["beam"].as<int64_t>();
   for (const std::string& line : lines) {
     std::vector<std::string> words = tok.split(line);
     if (words.empty()) fail<ValueError>("decode", "empty input sequence");

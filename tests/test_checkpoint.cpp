@@ -1,0 +1,474 @@
+// Training checkpoints (examples/common/checkpoint.h) and exact resume of the
+// shared training loop (examples/common/trainer.h): a checkpoint round-trips
+// model, optimizer state, RNG and data position bit for bit; pruning, best
+// marking, incomplete pairs, stale temporaries, corrupt files; resuming N -> 2N
+// reproduces an uninterrupted 2N run's losses exactly; the same seed gives the
+// same losses.
+//
+// Shape legend: B batch, S source length, T target length, V vocab.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "autograd/io/safetensors.h"
+#include "autograd/ops/loss.h"
+#include "checkpoint.h"
+#include "data/copy_task.h"
+#include "optim/adam.h"
+#include "test_util.h"
+#include "trainer.h"
+
+using namespace attograd;
+using attograd::testing::error_message;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under /tmp, removed with everything in it at scope exit.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/attograd_ckpt_XXXXXX";
+    const char* p = mkdtemp(tmpl);
+    if (!p) throw std::runtime_error("mkdtemp failed");
+    path = p;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Same dtype, shape and bytes.
+void expect_identical(const Tensor& a, const Tensor& b, const std::string& name) {
+  ASSERT_TRUE(a.defined() && b.defined()) << name;
+  ASSERT_EQ(a.dtype(), b.dtype()) << name;
+  ASSERT_EQ(a.shape(), b.shape()) << name;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  EXPECT_EQ(std::memcmp(ca.raw_data(), cb.raw_data(), static_cast<size_t>(a.numel()) * dtype_size(a.dtype())), 0)
+      << name << " differs";
+}
+
+void expect_identical_maps(const TensorMap& a, const TensorMap& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (auto& [k, t] : a) {
+    auto it = b.find(k);
+    ASSERT_NE(it, b.end()) << what << ": '" << k << "' missing";
+    expect_identical(t, it->second, what + " '" + k + "'");
+  }
+}
+
+TransformerConfig tiny_config(double dropout) {
+  TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = kNumSpecials + 6;
+  c.d_model = 16;
+  c.heads = 2;
+  c.d_ff = 32;
+  c.enc_layers = 1;
+  c.dec_layers = 1;
+  c.dropout = dropout;
+  c.max_len = 16;
+  return c;
+}
+
+CopyTaskOptions tiny_task(int64_t size) {
+  CopyTaskOptions t;
+  t.num_symbols = 6;
+  t.min_len = 2;
+  t.max_len = 5;
+  t.seed = 7;
+  t.size = size;
+  return t;
+}
+
+// One AdamW step on a batch; advances the dropout generator through the model.
+void adamw_step(Seq2SeqTransformer& model, optim::AdamW& opt, const Batch& b) {
+  Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
+  CrossEntropyOptions ce;
+  ce.ignore_index = kPadId;
+  cross_entropy(logits.reshape({-1, model.config.tgt_vocab}), b.tgt_out.reshape({-1}), ce).backward();
+  opt.step();
+  opt.zero_grad();
+}
+
+CheckpointMeta tiny_meta(const Seq2SeqTransformer& model) {
+  CheckpointMeta m;
+  m.config = model.config.to_json();
+  m.vocab_src = m.vocab_tgt = copy_task_vocab(6).tokens();
+  m.task = {{"task", "copy"}, {"symbols", 6}};
+  return m;
+}
+
+TrainProgress progress_at(int64_t step) {
+  TrainProgress p;
+  p.step = step;
+  p.loader = {step / 3, step % 3};
+  p.rng = {1, 2, 3, static_cast<uint64_t>(step)};
+  p.schedule_step = step;
+  p.best_eval_loss = 1.0 / static_cast<double>(step + 1);
+  return p;
+}
+
+// Saves a checkpoint of a small fixed state at `step`.
+std::string save_dummy(const std::string& dir, int64_t step, int64_t keep_last) {
+  TensorMap model{{"w", Tensor::full({2, 3}, static_cast<double>(step))}};
+  TensorMap optim{{"state.0.step", Tensor::from_vector(std::vector<int64_t>{step}, {})}};
+  CheckpointMeta m;
+  m.config = {{"d_model", 4}};
+  m.vocab_src = m.vocab_tgt = {"<pad>", "<bos>", "<eos>", "<unk>", "x"};
+  m.task = {{"task", "dummy"}};
+  return save_checkpoint(dir, model, optim, m, progress_at(step), keep_last);
+}
+
+bool has(const std::string& path) { return fs::exists(path); }
+
+std::string step_file(const TempDir& d, int64_t step, const char* kind) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%08lld.%s.safetensors", static_cast<long long>(step), kind);
+  return d / name;
+}
+
+}  // namespace
+
+// ---- round trip ------------------------------------------------------------------------------
+
+TEST(Checkpoint, RoundTripsModelOptimizerRngAndDataPosition) {
+  TempDir dir;
+  Generator init(3);
+  auto dropout_gen = std::make_shared<Generator>(99);
+  Seq2SeqTransformer model(tiny_config(0.2), init, dropout_gen);
+  optim::AdamW opt(model.parameters(), {.lr = 1e-2});
+  CopyTaskDataset data(tiny_task(20));
+  DataLoader loader(data, {.batch_size = 8, .shuffle = true, .seed = 5});
+  for (int i = 0; i < 4; ++i) adamw_step(model, opt, loader.next());  // crosses an epoch (3 batches each)
+  ASSERT_EQ(loader.state(), (LoaderState{1, 1}));
+
+  TrainProgress p;
+  p.step = 4;
+  p.loader = loader.state();
+  p.rng = dropout_gen->state();
+  p.schedule_step = 4;
+  p.best_eval_loss = 1.25;
+  const CheckpointMeta meta = tiny_meta(model);
+  const std::string path = save_checkpoint(dir.path, model.state_dict(), opt.state_dict(), meta, p, 3);
+  EXPECT_EQ(path, step_file(dir, 4, "model"));
+  EXPECT_TRUE(has(step_file(dir, 4, "train")));
+
+  Checkpoint c = load_checkpoint(dir.path, true);
+  EXPECT_EQ(c.model_path, step_file(dir, 4, "model"));
+  EXPECT_EQ(c.train_path, step_file(dir, 4, "train"));
+  expect_identical_maps(model.state_dict(), c.model, "model");
+  expect_identical_maps(opt.state_dict(), c.optimizer, "optimizer");
+  EXPECT_EQ(c.progress.step, 4);
+  EXPECT_EQ(c.progress.loader, loader.state());
+  EXPECT_EQ(c.progress.rng, dropout_gen->state());
+  EXPECT_EQ(c.progress.schedule_step, 4);
+  EXPECT_EQ(c.progress.best_eval_loss, 1.25);
+  EXPECT_EQ(c.meta.config, meta.config);
+  EXPECT_EQ(c.meta.vocab_src, meta.vocab_src);
+  EXPECT_EQ(c.meta.vocab_tgt, meta.vocab_tgt);
+  EXPECT_EQ(c.meta.task, meta.task);
+
+  // Restored into fresh objects (other seeds), the next step is the same step.
+  Generator init2(1234);
+  auto gen2 = std::make_shared<Generator>(4321);
+  Seq2SeqTransformer model2(tiny_config(0.2), init2, gen2);
+  optim::AdamW opt2(model2.parameters(), {.lr = 1e-2});
+  DataLoader loader2(data, {.batch_size = 8, .shuffle = true, .seed = 5});
+  model2.load_state_dict(c.model);
+  opt2.load_state_dict(c.optimizer);
+  gen2->set_state(c.progress.rng);
+  loader2.set_state(c.progress.loader);
+  adamw_step(model, opt, loader.next());
+  adamw_step(model2, opt2, loader2.next());
+  expect_identical_maps(model.state_dict(), model2.state_dict(), "model after one more step");
+  expect_identical_maps(opt.state_dict(), opt2.state_dict(), "optimizer after one more step");
+  EXPECT_EQ(dropout_gen->state(), gen2->state());
+}
+
+TEST(Checkpoint, FilesAreSafetensorsWithDottedNamesAndJsonMetadata) {
+  TempDir dir;
+  Generator init(3);
+  Seq2SeqTransformer model(tiny_config(0.0), init, nullptr);
+  optim::AdamW opt(model.parameters());
+  const CheckpointMeta meta = tiny_meta(model);
+  save_checkpoint(dir.path, model.state_dict(), opt.state_dict(), meta, progress_at(12), 3);
+
+  SafetensorsData m = load_safetensors(step_file(dir, 12, "model"));
+  for (auto& [name, t] : model.named_parameters()) {
+    ASSERT_TRUE(m.tensors.count(name)) << name;
+    expect_identical(t, m.tensors.at(name), name);
+  }
+  EXPECT_TRUE(m.tensors.count("encoder.layers.0.self_attn.q_proj.weight"));
+  EXPECT_EQ(nlohmann::json::parse(m.metadata.at("config")), model.config.to_json());
+  EXPECT_EQ(nlohmann::json::parse(m.metadata.at("vocab_src")).get<std::vector<std::string>>(), meta.vocab_src);
+  EXPECT_EQ(nlohmann::json::parse(m.metadata.at("vocab_tgt")).get<std::vector<std::string>>(), meta.vocab_tgt);
+  EXPECT_EQ(nlohmann::json::parse(m.metadata.at("task")), meta.task);
+
+  // Training state is in the other file only.
+  SafetensorsData t = load_safetensors(step_file(dir, 12, "train"));
+  for (const char* key : {"rng.dropout", "loader.epoch", "loader.position", "schedule.last_step", "train.step"})
+    EXPECT_TRUE(t.tensors.count(key)) << key;
+  for (auto& [k, v] : m.tensors) EXPECT_NE(k.rfind("optim.", 0), 0u) << k;
+}
+
+// ---- the checkpoint directory ------------------------------------------------------------------
+
+TEST(Checkpoint, KeepLastPrunesTheOldest) {
+  TempDir dir;
+  for (int64_t s = 1; s <= 5; ++s) save_dummy(dir.path, s, 2);
+  EXPECT_EQ(list_checkpoints(dir.path), (std::vector<int64_t>{4, 5}));
+  for (int64_t s = 1; s <= 3; ++s) {
+    EXPECT_FALSE(has(step_file(dir, s, "model"))) << s;
+    EXPECT_FALSE(has(step_file(dir, s, "train"))) << s;
+  }
+  Checkpoint c = load_checkpoint(dir.path, true);
+  EXPECT_EQ(c.progress.step, 5);
+  EXPECT_EQ(c.model.at("w").to_vector<double>(), std::vector<double>(6, 5.0));
+  // Steps sort numerically, not by name length.
+  save_dummy(dir.path, 100, 2);
+  EXPECT_EQ(list_checkpoints(dir.path), (std::vector<int64_t>{5, 100}));
+}
+
+TEST(Checkpoint, BestIsACopyThatSurvivesPruning) {
+  TempDir dir;
+  save_dummy(dir.path, 1, 1);
+  mark_best(dir.path, 1);
+  save_dummy(dir.path, 2, 1);
+  EXPECT_FALSE(has(step_file(dir, 1, "model")));
+  EXPECT_EQ(list_checkpoints(dir.path), (std::vector<int64_t>{2}));  // best.* is not a step
+
+  Checkpoint best = load_checkpoint(dir / "best.model.safetensors", true);
+  EXPECT_EQ(best.train_path, dir / "best.train.safetensors");
+  EXPECT_EQ(best.progress.step, 1);
+  EXPECT_EQ(best.progress.rng, progress_at(1).rng);
+  EXPECT_EQ(best.model.at("w").to_vector<double>(), std::vector<double>(6, 1.0));
+  EXPECT_EQ(load_checkpoint(dir.path, true).progress.step, 2);  // the directory means the newest
+
+  mark_best(dir.path, 2);
+  EXPECT_EQ(load_checkpoint(dir / "best.model.safetensors", true).progress.step, 2);
+  const std::string msg = error_message<IOError>([&] { mark_best(dir.path, 7); });
+  EXPECT_NE(msg.find("step-00000007"), std::string::npos) << msg;
+}
+
+TEST(Checkpoint, IncompletePairsAreIgnored) {
+  TempDir dir;
+  for (int64_t s = 1; s <= 3; ++s) save_dummy(dir.path, s, 10);
+  fs::remove(step_file(dir, 3, "train"));  // a crash between the two writes
+  EXPECT_EQ(list_checkpoints(dir.path), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(load_checkpoint(dir.path, true).progress.step, 2);
+  fs::remove(step_file(dir, 2, "model"));
+  EXPECT_EQ(list_checkpoints(dir.path), (std::vector<int64_t>{1}));
+  EXPECT_EQ(load_checkpoint(dir.path, true).progress.step, 1);
+
+  // A model file on its own is enough for eval/decode, not for resuming.
+  Checkpoint weights = load_checkpoint(step_file(dir, 3, "model"), false);
+  EXPECT_EQ(weights.model.at("w").to_vector<double>(), std::vector<double>(6, 3.0));
+  EXPECT_TRUE(weights.optimizer.empty());
+  const std::string msg = error_message<IOError>([&] { load_checkpoint(step_file(dir, 3, "model"), true); });
+  EXPECT_NE(msg.find(step_file(dir, 3, "train")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("resume"), std::string::npos) << msg;
+}
+
+TEST(Checkpoint, StaleTemporariesAreRemoved) {
+  TempDir dir;
+  save_dummy(dir.path, 1, 3);
+  write_bytes(dir / "step-00000002.model.safetensors.tmp.4242", "half a file");
+  write_bytes(dir / "best.train.safetensors.tmp.17", "x");
+  EXPECT_EQ(list_checkpoints(dir.path), (std::vector<int64_t>{1}));
+  remove_stale_temporaries(dir.path);
+  EXPECT_FALSE(has(dir / "step-00000002.model.safetensors.tmp.4242"));
+  EXPECT_FALSE(has(dir / "best.train.safetensors.tmp.17"));
+  EXPECT_TRUE(has(step_file(dir, 1, "model")));
+  EXPECT_TRUE(has(step_file(dir, 1, "train")));
+  EXPECT_EQ(load_checkpoint(dir.path, true).progress.step, 1);
+  remove_stale_temporaries(dir / "does-not-exist");  // nothing to do, no error
+}
+
+TEST(Checkpoint, MissingOrCorruptFilesAreIOErrorsNamingTheFile) {
+  TempDir dir;
+  auto load_msg = [](const std::string& path, bool train) {
+    return error_message<IOError>([&] { load_checkpoint(path, train); });
+  };
+  auto expect_has = [](const std::string& msg, const std::string& part) {
+    EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+  };
+
+  expect_has(load_msg(dir.path, false), "no complete checkpoint in " + dir.path);
+  expect_has(load_msg(dir / "nowhere", false), dir / "nowhere");
+  expect_has(load_msg(dir / "nowhere.model.safetensors", false), dir / "nowhere.model.safetensors");
+
+  save_dummy(dir.path, 1, 3);
+  const std::string model = step_file(dir, 1, "model"), train = step_file(dir, 1, "train");
+  const std::string good_model = read_file_bytes(model), good_train = read_file_bytes(train);
+
+  write_bytes(model, good_model.substr(0, good_model.size() / 2));  // truncated
+  expect_has(load_msg(dir.path, false), model);
+  write_bytes(model, std::string(200, '\x7f'));  // garbage
+  expect_has(load_msg(dir.path, false), model);
+  write_bytes(model, "");
+  expect_has(load_msg(model, false), model);
+  write_bytes(model, good_model);
+
+  write_bytes(train, good_train.substr(0, good_train.size() - 5));
+  expect_has(load_msg(dir.path, true), train);
+  write_bytes(train, good_train);
+  EXPECT_EQ(load_checkpoint(dir.path, true).progress.step, 1);
+
+  // Valid safetensors, but not a checkpoint: no format tag, or a train file without its keys.
+  save_safetensors(model, {{"w", Tensor::zeros({1})}});
+  expect_has(load_msg(dir.path, false), model);
+  expect_has(load_msg(dir.path, false), "not an attograd checkpoint");
+  write_bytes(model, good_model);
+  save_safetensors(train, {{"train.step", Tensor::from_vector(std::vector<int64_t>{1}, {})}},
+                   {{"format", "attograd-checkpoint-v1"}});
+  const std::string msg = load_msg(dir.path, true);
+  expect_has(msg, train);
+  expect_has(msg, "loader.epoch");
+  // Metadata whose JSON is broken.
+  save_safetensors(model, {{"w", Tensor::zeros({1})}},
+                   {{"format", "attograd-checkpoint-v1"}, {"config", "{not json"}, {"task", "{}"},
+                    {"vocab_src", "[]"}, {"vocab_tgt", "[]"}});
+  expect_has(load_msg(dir.path, false), "config");
+}
+
+// ---- exact resume and determinism of train_seq2seq ---------------------------------------------
+
+namespace {
+
+constexpr int64_t kHalf = 6;  // N: resume at step N of 2N (mid-epoch: 40 examples / 8 = 5 batches per epoch)
+
+TrainOptions resume_options(const std::string& dir, int64_t steps, uint64_t seed) {
+  TrainOptions o;
+  o.steps = steps;
+  o.batch_size = 8;
+  o.lr = 3e-3;
+  o.schedule = "warmup";  // independent of the total steps, so an N-step run is the start of a 2N-step run
+  o.warmup = 3;
+  o.eval_every = 0;
+  o.eval_size = 16;
+  o.checkpoint_dir = dir;
+  o.keep_last = 10;
+  o.seed = seed;
+  o.threads = 1;
+  o.samples = 0;
+  o.quiet = true;
+  return o;
+}
+
+// A tiny copy-task training run with dropout 0.2, a shuffled finite training
+// set (so the data position spans epochs) and everything seeded from opt.seed.
+// `scramble` seeds the model init and dropout generator differently; a resumed
+// run must not depend on them.
+TrainSummary tiny_run(const TrainOptions& opt, bool scramble = false, int64_t d_model = 16) {
+  configure_threads(opt.threads);
+  static const Vocab vocab = copy_task_vocab(6);
+  CopyTaskDataset train_set(tiny_task(40));
+  CopyTaskOptions held = tiny_task(16);
+  held.seed = 77;
+  CopyTaskDataset heldout(held);
+  const uint64_t s = scramble ? opt.seed + 1000 : opt.seed;
+  Generator init(s);
+  auto dropout_gen = std::make_shared<Generator>(mix_seed(s, 0xd50u));
+  TransformerConfig cfg = tiny_config(0.2);
+  cfg.d_model = d_model;
+  Seq2SeqTransformer model(cfg, init, dropout_gen);
+  DataLoader loader(train_set, {.batch_size = opt.batch_size, .shuffle = true, .seed = opt.seed});
+  TaskHooks hooks;
+  hooks.task = {{"task", "copy"}, {"symbols", 6}};
+  hooks.src_vocab = hooks.tgt_vocab = &vocab;
+  return train_seq2seq(model, dropout_gen, loader, heldout, opt, hooks);
+}
+
+std::vector<double> part(const std::vector<double>& v, size_t begin, size_t end) {
+  return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(begin), v.begin() + static_cast<std::ptrdiff_t>(end));
+}
+
+void expect_same_losses(const std::vector<double>& a, const std::vector<double>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << what << ", loss " << i;  // bit for bit
+}
+
+}  // namespace
+
+TEST(Resume, StoppingAtNAndResumingTo2NEqualsAnUninterruptedRun) {
+  TempDir whole, split;
+  const TrainSummary full = tiny_run(resume_options(whole.path, 2 * kHalf, 5));
+  ASSERT_EQ(full.losses.size(), static_cast<size_t>(2 * kHalf));
+
+  const TrainSummary first = tiny_run(resume_options(split.path, kHalf, 5));
+  EXPECT_EQ(list_checkpoints(split.path), (std::vector<int64_t>{kHalf}));
+  expect_same_losses(first.losses, part(full.losses, 0, kHalf), "first half");
+
+  write_bytes(split / "step-00000009.model.safetensors.tmp.99", "stale");
+  TrainOptions resumed = resume_options(split.path, 2 * kHalf, 5);
+  resumed.resume = true;
+  const TrainSummary second = tiny_run(resumed, /*scramble=*/true);
+  expect_same_losses(second.losses, part(full.losses, kHalf, 2 * kHalf), "resumed half");
+  EXPECT_EQ(second.last_eval.loss, full.last_eval.loss);
+  EXPECT_EQ(list_checkpoints(split.path), (std::vector<int64_t>{kHalf, 2 * kHalf}));
+  EXPECT_FALSE(has(split / "step-00000009.model.safetensors.tmp.99"));
+
+  // The final checkpoints of both runs hold the same model and optimizer state.
+  Checkpoint a = load_checkpoint(whole.path, true), b = load_checkpoint(split.path, true);
+  expect_identical_maps(a.model, b.model, "final model");
+  expect_identical_maps(a.optimizer, b.optimizer, "final optimizer");
+  EXPECT_EQ(a.progress.rng, b.progress.rng);
+  EXPECT_EQ(a.progress.loader, b.progress.loader);
+}
+
+TEST(Resume, FromAMidRunCheckpointWithATotalStepSchedule) {
+  // An interrupted run (killed after its step-4 checkpoint) resumes onto the
+  // same cosine schedule and reproduces the rest exactly.
+  TempDir whole, killed;
+  TrainOptions o = resume_options(whole.path, 2 * kHalf, 8);
+  o.schedule = "cosine";
+  o.warmup = 2;
+  o.checkpoint_every = 4;
+  const TrainSummary full = tiny_run(o);
+  EXPECT_EQ(list_checkpoints(whole.path), (std::vector<int64_t>{4, 8, 12}));
+  for (const char* kind : {"model", "train"}) fs::copy_file(step_file(whole, 4, kind), step_file(killed, 4, kind));
+
+  o.checkpoint_dir = killed.path;
+  o.resume = true;
+  const TrainSummary rest = tiny_run(o, /*scramble=*/true);
+  expect_same_losses(rest.losses, part(full.losses, 4, 2 * kHalf), "after step 4");
+}
+
+TEST(Resume, RefusesAMismatchingConfigOrAnEmptyDirectory) {
+  TempDir dir, empty;
+  tiny_run(resume_options(dir.path, 2, 5));
+  TrainOptions o = resume_options(dir.path, 4, 5);
+  o.resume = true;
+  const std::string msg = error_message<ValueError>([&] { tiny_run(o, false, /*d_model=*/8); });
+  EXPECT_NE(msg.find("model config"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("\"d_model\":16"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("\"d_model\":8"), std::string::npos) << msg;
+
+  o.checkpoint_dir = empty.path;
+  const std::string none = error_message<IOError>([&] { tiny_run(o); });
+  EXPECT_NE(none.find("no complete checkpoint"), std::string::npos) << none;
+}
+
+TEST(Determinism, SameSeedSameLossesOtherSeedOtherLosses) {
+  const TrainSummary a = tiny_run(resume_options("", kHalf, 21));
+  const TrainSummary b = tiny_run(resume_options("", kHalf, 21));
+  const TrainSummary c = tiny_run(resume_options("", kHalf, 22));
+  ASSERT_EQ(a.losses.size(), static_cast<size_t>(kHalf));
+  for (double l : a.losses) EXPECT_TRUE(std::isfinite(l) && l > 0) << l;
+  expect_same_losses(a.losses, b.losses, "same seed");
+  EXPECT_EQ(a.last_eval.loss, b.last_eval.loss);
+  EXPECT_EQ(a.last_eval.outputs, b.last_eval.outputs);
+  size_t differ = 0;
+  for (size_t i = 0; i < a.losses.size(); ++i) differ += a.losses[i] != c.losses[i];
+  EXPECT_EQ(differ, a.losses.size()) << "another seed should change every step's loss";
+}
