@@ -170,8 +170,16 @@ def clip_fixtures():
     write("optim", "clip.safetensors", tensors, metadata)
 
 
+# ---- nn: LayerNorm, MultiheadAttention, Seq2SeqTransformer (tools/nn_fixtures.py) ----
+
+def nn_fixtures():
+    import nn_fixtures as nf
+    nf.nn_fixtures(write)
+
+
 GROUPS = {
     "optim": [optim_fixtures, clip_fixtures],
+    "nn": [nn_fixtures],
 }
 
 
