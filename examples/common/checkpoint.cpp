@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <regex>
 
 #include <fmt/format.h>
 
@@ -91,12 +90,15 @@ std::vector<int64_t> list_checkpoints(const std::string& dir) {
   std::vector<int64_t> steps;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return steps;
-  static const std::regex re(R"(step-(\d+)\.model\.safetensors)");
+  constexpr std::string_view head = "step-", tail = ".model.safetensors";
   for (auto& e : fs::directory_iterator(dir, ec)) {
-    std::smatch m;
+    // step-<digits>.model.safetensors
     const std::string name = e.path().filename().string();
-    if (!std::regex_match(name, m, re)) continue;
-    const int64_t step = std::stoll(m[1]);
+    if (name.size() <= head.size() + tail.size() || !name.starts_with(head) || !name.ends_with(tail)) continue;
+    const std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+    if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+      continue;
+    const int64_t step = std::stoll(digits);
     if (fs::exists(step_prefix(dir, step) + ".train.safetensors")) steps.push_back(step);
   }
   std::sort(steps.begin(), steps.end());
