@@ -42,7 +42,8 @@ std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
 bool same_bits(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(double)) != 0)
+    if (a[i].size() != b[i].size() ||
+        (!a[i].empty() && std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(double)) != 0))  // empty: data() may be null
       return false;
   return true;
 }
