@@ -173,6 +173,51 @@ TEST_F(CopyTaskProgram, ResumingThroughTheCliIsExact) {
   };
   ASSERT_FALSE(done(a.out).empty()) << a.out;
   EXPECT_EQ(done(a.out), done(b2.out));
+
+  // eval rebuilds the same held-out set (disjoint from the 50 training
+  // sequences) from the checkpoint's task record and reproduces the numbers.
+  const auto [exact, token] = done_accuracies(a.out);
+  const Outcome e = run({"eval", "--checkpoint", whole, "--eval-size", "20"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("token accuracy " + token + "%  exact match " + exact + "%"), std::string::npos)
+      << e.out << "\nvs\n" << a.out;
+}
+
+TEST_F(CopyTaskProgram, StopAfterThenResumeIsExactWithACosineSchedule) {
+  // --stop-after N ends a 2N-step run at N as if it were interrupted, so the
+  // cosine schedule (which spans --steps) resumes exactly.
+  const std::vector<std::string> base =
+      std::vector<std::string>{"train"} + kSmall +
+      std::vector<std::string>{"--dropout", "0.1", "--batch-size", "8", "--schedule", "cosine", "--warmup", "4",
+                               "--steps", "16", "--eval-every", "0", "--eval-size", "20"};
+  const std::string whole = path("whole"), split = path("split");
+  const Outcome a = run(base + std::vector<std::string>{"--checkpoint-dir", whole});
+  ASSERT_EQ(a.code, 0) << a.err;
+  const Outcome b1 = run(base + std::vector<std::string>{"--checkpoint-dir", split, "--stop-after", "8"});
+  ASSERT_EQ(b1.code, 0) << b1.err;
+  EXPECT_EQ(b1.out.find("done:"), std::string::npos) << "a stopped run has no final summary:\n" << b1.out;
+  EXPECT_TRUE(fs::exists(split + "/step-00000008.model.safetensors"));
+  EXPECT_FALSE(fs::exists(split + "/step-00000016.model.safetensors"));
+  const Outcome b2 = run(base + std::vector<std::string>{"--checkpoint-dir", split, "--resume"});
+  ASSERT_EQ(b2.code, 0) << b2.err;
+  const std::string fa = read_text(whole + "/step-00000016.model.safetensors");
+  ASSERT_FALSE(fa.empty());
+  EXPECT_TRUE(fa == read_text(split + "/step-00000016.model.safetensors"))
+      << "the stopped-and-resumed run's final model differs from the uninterrupted run's";
+}
+
+TEST_F(CopyTaskProgram, EvalDumpsABatchWithItsLogits) {
+  const std::string ck = path("ck"), dump = path("batch.safetensors");
+  ASSERT_EQ(run(std::vector<std::string>{"train"} + kSmall +
+                std::vector<std::string>{"--steps", "2", "--warmup", "1", "--eval-size", "8", "--checkpoint-dir", ck})
+                .code,
+            0);
+  const Outcome e = run({"eval", "--checkpoint", ck, "--eval-size", "8", "--dump-batch", dump});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("wrote " + dump + " (8 sequences and their logits [8, "), std::string::npos) << e.out;
+  const std::string bytes = read_text(dump);
+  for (const char* name : {"\"src\"", "\"tgt_in\"", "\"src_key_padding_mask\"", "\"logits\""})
+    EXPECT_NE(bytes.find(name), std::string::npos) << name << " missing from the dumped batch";
 }
 
 TEST_F(CopyTaskProgram, BadInputGetsOneLineAndExitCode2) {
@@ -204,6 +249,10 @@ TEST_F(CopyTaskProgram, BadInputGetsOneLineAndExitCode2) {
       {"max-length beyond max-len", {"train", "--max-length", "70"}, "--max-length 70 needs --max-len >= 72"},
       {"on-nonfinite", {"train", "--on-nonfinite", "bad"}, "--on-nonfinite must be stop or skip, got 'bad'"},
       {"resume without a dir", {"train", "--resume"}, "--resume needs --checkpoint-dir"},
+      {"stop-after without a dir", {"train", "--stop-after", "5"}, "--stop-after needs --checkpoint-dir"},
+      {"negative stop-after", {"train", "--stop-after", "-1"}, "--stop-after must be >= 0, got -1"},
+      {"dump-batch into a missing dir", {"eval", "--checkpoint", ck, "--dump-batch", path("no/such/dir/b.st")},
+       path("no/such/dir/b.st")},
       {"eval without checkpoint", {"eval"}, "--checkpoint is required"},
       {"eval of a missing dir", {"eval", "--checkpoint", path("missing")}, path("missing") + " does not exist"},
       {"eval of a corrupt checkpoint", {"eval", "--checkpoint", corrupt}, corrupt + "/step-00000001.model.safetensors"},
@@ -229,6 +278,7 @@ TEST_F(CopyTaskProgram, BadInputGetsOneLineAndExitCode2) {
     EXPECT_EQ(lines.size(), 1u) << r.err;
     EXPECT_TRUE(r.err.ends_with("\n")) << r.err;
     EXPECT_TRUE(r.err.starts_with("copy_task: error: ")) << r.err;
+    EXPECT_FALSE(r.err.starts_with("copy_task: error: copy_task")) << "the program name is repeated: " << r.err;
     EXPECT_NE(r.err.find(c.phrase), std::string::npos) << "'" << c.phrase << "' not in: " << r.err;
   }
   // The refused resume left the checkpoint as it was.

@@ -52,6 +52,8 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("checkpoint-every", "checkpoint every N steps (0: at every eval)", cxxopts::value<int64_t>()->default_value(std::to_string(d.checkpoint_every)))
       ("keep-last", "checkpoints to keep", cxxopts::value<int64_t>()->default_value(std::to_string(d.keep_last)))
       ("resume", "continue from the newest checkpoint in --checkpoint-dir")
+      ("stop-after", "stop after this step with a checkpoint, as if interrupted; --resume continues to --steps (0: off)",
+       cxxopts::value<int64_t>()->default_value("0"))
       ("seed", "random seed (data, init, dropout)", cxxopts::value<uint64_t>()->default_value(std::to_string(d.seed)))
       ("threads", "compute threads", cxxopts::value<int>()->default_value(std::to_string(d.threads)))
       ("on-nonfinite", "on a NaN/Inf loss or gradient: stop (keep the last good checkpoint) or skip the step",
@@ -110,6 +112,10 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   t.checkpoint_every = in_range<int64_t>(r, "checkpoint-every", 0, int64_t{1} << 40);
   t.keep_last = in_range<int64_t>(r, "keep-last", 1, 1000);
   t.resume = r.count("resume") > 0;
+  t.stop_after = r["stop-after"].as<int64_t>();
+  if (t.stop_after < 0) fail<ValueError>("flags", "--stop-after must be >= 0, got {}", t.stop_after);
+  if (t.stop_after > 0 && t.checkpoint_dir.empty())
+    fail<ValueError>("flags", "--stop-after needs --checkpoint-dir (the run continues from its checkpoint)");
   if (t.resume && t.checkpoint_dir.empty()) fail<ValueError>("flags", "--resume needs --checkpoint-dir");
   t.seed = r["seed"].as<uint64_t>();
   t.threads = in_range<int>(r, "threads", 1, 256);
@@ -302,7 +308,9 @@ TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator>
   double tokens_done = 0, window_loss = 0;
   int64_t window = 0, last_eval_step = -1, skipped = 0;
   const int64_t first = state.step + 1;
-  for (int64_t step = first; step <= opt.steps; ++step) {
+  const int64_t last = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
+  int64_t last_checkpoint_step = -1;
+  for (int64_t step = first; step <= last; ++step) {
     Batch b = train.next();
     double loss_value, grad_norm;
     {
@@ -359,16 +367,23 @@ TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator>
     }
     if ((opt.eval_every > 0 && step % opt.eval_every == 0) || step == opt.steps) {
       summary.last_eval = run_eval(step);
-      last_eval_step = step;
+      last_eval_step = last_checkpoint_step = step;
     } else if (opt.checkpoint_every > 0 && step % opt.checkpoint_every == 0) {
       checkpoint(step);
+      last_checkpoint_step = step;
     }
   }
   progress.finish();
-  summary.steps = opt.steps;
+  summary.steps = std::max(last, state.step);
+  summary.stopped_early = last < opt.steps;
   summary.seconds = std::chrono::duration<double>(clock::now() - t0).count();
   summary.final_loss = summary.losses.empty() ? NAN : summary.losses.back();
-  if (last_eval_step < 0 && first <= opt.steps) summary.last_eval = run_eval(opt.steps);
+  if (summary.stopped_early) {
+    if (last_checkpoint_step != last && first <= last) checkpoint(last);
+    say(fmt::format("stopped after step {} of {} (--stop-after); continue with --resume", summary.steps, opt.steps));
+  } else if (last_eval_step < 0 && first <= opt.steps) {
+    summary.last_eval = run_eval(opt.steps);
+  }
   if (skipped) say(fmt::format("{} step(s) skipped for non-finite values", skipped));
   return summary;
 }

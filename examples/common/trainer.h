@@ -42,6 +42,7 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;   // 0: at every eval
   int64_t keep_last = 3;
   bool resume = false;            // continue from checkpoint_dir's newest checkpoint
+  int64_t stop_after = 0;         // stop (with a checkpoint) after this step; the schedule still spans `steps`
   uint64_t seed = 1;
   int threads = 1;
   OnNonfinite on_nonfinite = OnNonfinite::stop;
@@ -88,7 +89,8 @@ struct TaskHooks {
 };
 
 struct TrainSummary {
-  int64_t steps = 0;
+  int64_t steps = 0;           // the last step trained
+  bool stopped_early = false;  // --stop-after ended the run before --steps (no final eval)
   double seconds = 0;
   double final_loss = 0;
   EvalResult last_eval;

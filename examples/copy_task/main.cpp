@@ -4,12 +4,15 @@
 //
 //   copy_task train  [flags]                 train, evaluate, show sample decodes
 //   copy_task eval   --checkpoint DIR|FILE   held-out loss / accuracy of a checkpoint
+//                    [--dump-batch FILE]     also save one batch and its logits (tools/load_in_torch.py)
 //   copy_task decode --checkpoint DIR|FILE "a b c" ...   (or one sequence per stdin line)
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "autograd/blas.h"
+#include "autograd/io/safetensors.h"
+#include "autograd/node.h"
 #include "cli.h"
 #include "data/copy_task.h"
 #include "data/tokenizer.h"
@@ -59,36 +62,53 @@ CopyTaskOptions task_from(const cxxopts::ParseResult& r, uint64_t seed) {
   return t;
 }
 
-nlohmann::json task_json(const CopyTaskOptions& t) {
-  return {{"task", "copy"}, {"symbols", t.num_symbols}, {"min_length", t.min_len}, {"max_length", t.max_len},
-          {"reverse", t.reverse}};
+// The task as checkpoints record it. The seed and training-set size are part
+// of it because they decide the held-out set that `eval` rebuilds.
+nlohmann::json task_json(const CopyTaskOptions& t, int64_t train_size) {
+  return {{"task", "copy"},        {"symbols", t.num_symbols}, {"min_length", t.min_len}, {"max_length", t.max_len},
+          {"reverse", t.reverse}, {"seed", t.seed},           {"train_size", train_size}};
 }
 
-CopyTaskOptions task_from_json(const nlohmann::json& j, const std::string& file) {
+struct TaskRecord {
+  CopyTaskOptions task;
+  int64_t train_size = 0;
+};
+
+TaskRecord task_from_json(const nlohmann::json& j, const std::string& file) {
   try {
-    if (j.at("task").get<std::string>() != "copy") fail<ValueError>("checkpoint", "{} is not a copy-task checkpoint", file);
-    CopyTaskOptions t;
-    t.num_symbols = j.at("symbols").get<int64_t>();
-    t.min_len = j.at("min_length").get<int64_t>();
-    t.max_len = j.at("max_length").get<int64_t>();
-    t.reverse = j.at("reverse").get<bool>();
-    return t;
+    if (j.at("task").get<std::string>() != "copy") fail<IOError>("checkpoint", "{} is not a copy-task checkpoint", file);
+    TaskRecord r;
+    r.task.num_symbols = j.at("symbols").get<int64_t>();
+    r.task.min_len = j.at("min_length").get<int64_t>();
+    r.task.max_len = j.at("max_length").get<int64_t>();
+    r.task.reverse = j.at("reverse").get<bool>();
+    r.task.seed = j.at("seed").get<uint64_t>();
+    r.train_size = j.at("train_size").get<int64_t>();
+    if (r.task.num_symbols < 1 || r.task.min_len < 1 || r.task.max_len < r.task.min_len || r.train_size < 0)
+      fail<IOError>("checkpoint", "{}: task metadata out of range: {}", file, j.dump());
+    return r;
   } catch (const nlohmann::json::exception& e) {
     fail<IOError>("checkpoint", "{}: bad task metadata ({})", file, e.what());
   }
 }
 
+// A model output or reference as text: stops at <eos>, drops <bos>/<pad>.
 std::string show(const Vocab& v, const std::vector<int64_t>& ids) {
   std::string s;
-  for (int64_t id : ids) s += (s.empty() ? "" : " ") + v.token(id);
+  for (const std::string& token : v.decode_sequence(ids)) s += (s.empty() ? "" : " ") + token;
   return s.empty() ? "(empty)" : s;
 }
 
 // Held-out examples come from their own seed, far from the training stream.
-CopyTaskOptions heldout_options(CopyTaskOptions t, uint64_t seed, int64_t size) {
-  t.seed = mix_seed(seed, 0x4e1dull);
-  t.size = size;
-  return t;
+// With a finite training set they also skip every training sequence exactly.
+std::unique_ptr<Dataset> make_heldout(const CopyTaskOptions& task, int64_t train_size, int64_t size) {
+  CopyTaskOptions held = task;
+  held.seed = mix_seed(task.seed, 0x4e1dull);
+  held.size = size;
+  if (train_size == 0) return std::make_unique<CopyTaskDataset>(held);
+  CopyTaskOptions train = task;
+  train.size = train_size;
+  return std::make_unique<VectorDataset>(make_disjoint_heldout(CopyTaskDataset(train), held));
 }
 
 cxxopts::Options make_options(const std::string& mode) {
@@ -104,7 +124,9 @@ cxxopts::Options make_options(const std::string& mode) {
   o.add_options("checkpoint")
       ("checkpoint", "checkpoint directory or .model.safetensors file (eval, decode)",
        cxxopts::value<std::string>()->default_value(""))
-      ("beam", "beam size for decode (1: greedy)", cxxopts::value<int64_t>()->default_value("1"))
+      ("beam", "beam size for eval and decode (1: greedy)", cxxopts::value<int64_t>()->default_value("1"))
+      ("dump-batch", "eval: also save the first held-out batch (inputs and logits) to this safetensors file, "
+       "for tools/load_in_torch.py", cxxopts::value<std::string>()->default_value(""))
       ("sequences", "sequences to decode", cxxopts::value<std::vector<std::string>>());
   o.add_options()("verbose", "print the model and the BLAS kernel")("h,help", "show this help");
   add_model_flags(o, default_model());
@@ -125,7 +147,7 @@ T flag_in_range(const cxxopts::ParseResult& r, const char* flag, T lo, T hi) {
 struct Loaded {
   std::unique_ptr<Seq2SeqTransformer> model;
   Vocab vocab;
-  CopyTaskOptions task;
+  TaskRecord task;
 };
 
 Loaded load_model(const std::string& path) {
@@ -158,10 +180,7 @@ int train(const cxxopts::ParseResult& r) {
   CopyTaskOptions train_task = task;
   train_task.size = train_size > 0 ? train_size : (int64_t{1} << 62);
   CopyTaskDataset train_set(train_task);
-  const CopyTaskOptions held = heldout_options(task, opt.seed, opt.eval_size);
-  std::unique_ptr<Dataset> heldout;
-  if (train_size > 0) heldout = std::make_unique<VectorDataset>(make_disjoint_heldout(train_set, held));
-  else heldout = std::make_unique<CopyTaskDataset>(held);
+  const std::unique_ptr<Dataset> heldout = make_heldout(task, train_size, opt.eval_size);
 
   Generator init_gen(opt.seed);
   auto dropout_gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xd50u));
@@ -180,10 +199,11 @@ int train(const cxxopts::ParseResult& r) {
   if (r.count("verbose")) fmt::print("{}\n", static_cast<const Module&>(model));
 
   TaskHooks hooks;
-  hooks.task = task_json(task);
+  hooks.task = task_json(task, train_size);
   hooks.src_vocab = hooks.tgt_vocab = &vocab;
   TrainSummary s = train_seq2seq(model, dropout_gen, loader, *heldout, opt, hooks);
 
+  if (s.stopped_early) return 0;
   const EvalResult& e = s.last_eval;
   fmt::print("done: {} steps in {} ({:.1f} s), final loss {:.4f}; held-out exact match {:.2f}%, token accuracy {:.2f}%\n",
              s.steps, cli::format_duration(s.seconds), s.seconds, s.final_loss, 100 * e.exact_match,
@@ -197,19 +217,38 @@ int train(const cxxopts::ParseResult& r) {
   return 0;
 }
 
+// Saves the first 16 held-out examples as a padded batch with the logits the
+// model computes for them: src [B, S] i64, tgt_in [B, T] i64,
+// src_key_padding_mask [B, S] bool, logits [B, T, V] f32.
+void dump_batch(Seq2SeqTransformer& model, const Dataset& data, const std::string& path) {
+  std::vector<Example> examples;
+  for (int64_t i = 0; i < std::min<int64_t>(16, data.size()); ++i) examples.push_back(data.get(i));
+  const Batch b = collate(examples);
+  NoGradGuard no_grad;
+  Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask);
+  save_safetensors(path, {{"src", b.src}, {"tgt_in", b.tgt_in}, {"src_key_padding_mask", b.src_key_padding_mask},
+                          {"logits", logits}});
+  fmt::print("wrote {} ({} sequences and their logits {})\n", path, examples.size(), shape_str(logits.shape()));
+}
+
 int eval(const cxxopts::ParseResult& r) {
   configure_threads(flag_in_range<int>(r, "threads", 1, 256));
   const int64_t n = flag_in_range<int64_t>(r, "eval-size", 1, 10'000'000);
   const int64_t beam = flag_in_range<int64_t>(r, "beam", 1, 64);
   Loaded l = load_model(r["checkpoint"].as<std::string>());
-  const uint64_t seed = r["seed"].as<uint64_t>();
-  CopyTaskDataset heldout(heldout_options(l.task, seed, n));
+  // The held-out set of training (same seed, disjoint from a finite training
+  // set), unless --seed asks for another one.
+  CopyTaskOptions task = l.task.task;
+  if (r.count("seed")) task.seed = r["seed"].as<uint64_t>();
+  const std::unique_ptr<Dataset> heldout = make_heldout(task, l.task.train_size, n);
   EvalOptions eo;
   eo.max_examples = n;
   eo.beam = beam;
-  EvalResult e = evaluate(*l.model, heldout, eo);
+  EvalResult e = evaluate(*l.model, *heldout, eo);
   fmt::print("held-out ({} sequences, seed {}): loss {:.4f}  token accuracy {:.2f}%  exact match {:.2f}%\n", e.examples,
-             seed, e.loss, 100 * e.token_accuracy, 100 * e.exact_match);
+             task.seed, e.loss, 100 * e.token_accuracy, 100 * e.exact_match);
+  const std::string dump = r["dump-batch"].as<std::string>();
+  if (!dump.empty()) dump_batch(*l.model, *heldout, dump);
   return 0;
 }
 
@@ -250,7 +289,7 @@ int main(int argc, char** argv) {
       skip = 1;
     }
     if (mode != "train" && mode != "eval" && mode != "decode")
-      fail<ValueError>("copy_task", "unknown mode '{}'; expected train, eval or decode", mode);
+      fail<ValueError>("flags", "unknown mode '{}'; expected train, eval or decode", mode);
     cxxopts::Options options = make_options(mode);
     std::vector<char*> args{argv[0]};
     for (int i = 1 + skip; i < argc; ++i) args.push_back(argv[i]);
