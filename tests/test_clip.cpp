@@ -9,23 +9,12 @@
 #include "autograd/io/safetensors.h"
 #include "autograd/ops.h"
 #include "optim/optim.h"
+#include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_error;
 
 namespace {
-
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (std::string_view p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 void expect_close(const Tensor& actual, const Tensor& expected, double rtol, const std::string& what) {
   ASSERT_EQ(actual.shape(), expected.shape()) << what;

@@ -8,21 +8,12 @@
 
 #include "data/copy_task.h"
 #include "data/loader.h"
+#include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_error;
 
 namespace {
-
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (auto p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 }  // namespace
 

@@ -5,20 +5,12 @@
 
 #include "autograd/ops.h"
 #include "autograd/ops/dropout.h"
+#include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_error;
 
 namespace {
-
-template <class E, class F>
-void expect_error(F fn, std::initializer_list<std::string_view> pieces) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception thrown";
-  } catch (const E& e) {
-    for (std::string_view p : pieces) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
 
 }  // namespace
 

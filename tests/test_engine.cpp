@@ -6,27 +6,13 @@
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_error;
+using attograd::testing::vals;
 
 namespace {
-
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (std::string_view p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "no exception thrown";
-}
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
 
 Tensor f64(std::initializer_list<double> v, const Shape& s) { return Tensor::from_list(v, s, DType::f64); }
 

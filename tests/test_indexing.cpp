@@ -3,21 +3,12 @@
 
 #include "autograd/ops.h"
 #include "autograd/ops/indexing.h"
+#include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_error;
 
 namespace {
-
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
-  }
-}
 
 Tensor ids(std::vector<int64_t> v, const Shape& shape) { return Tensor::from_vector(v, shape); }
 

@@ -6,22 +6,14 @@
 #include "autograd/blas.h"
 #include "autograd/ops.h"
 #include "autograd/ops/matmul.h"
+#include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_error;
 
 namespace {
 
 // Runs f, expects an E whose message contains every part.
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
-  }
-}
 
 void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
   ASSERT_EQ(got.size(), want.size());

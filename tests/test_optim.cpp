@@ -12,26 +12,15 @@
 #include "autograd/io/safetensors.h"
 #include "autograd/ops.h"
 #include "optim/optim.h"
+#include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_error;
 using optim::StateDict;
 
 namespace {
 
 const std::string kFixtures = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/optim/";
-
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (std::string_view p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 // |actual - expected| <= rtol * |expected| + atol, element by element; false
 // (and one failure) at the first element that is not.
@@ -491,9 +480,9 @@ void check_resume(Make make, DType dtype, const std::string& label) {
     TensorMap file = opt->state_dict();
     for (size_t i = 0; i < ps.size(); ++i) file["model." + std::to_string(i)] = ps[i].detach();
     file["schedule.last_step"] = Tensor::scalar(static_cast<double>(sched.last_step()), DType::i64);
-    save_safetensors(testing::TempDir() + "attograd_optim_resume.safetensors", file);
+    save_safetensors(::testing::TempDir() + "attograd_optim_resume.safetensors", file);
   }
-  SafetensorsData loaded = load_safetensors(testing::TempDir() + "attograd_optim_resume.safetensors");
+  SafetensorsData loaded = load_safetensors(::testing::TempDir() + "attograd_optim_resume.safetensors");
   std::vector<Tensor> resumed;
   StateDict sd;
   for (auto& [k, t] : loaded.tensors)

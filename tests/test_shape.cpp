@@ -2,27 +2,13 @@
 #include <gtest/gtest.h>
 
 #include "autograd/ops.h"
+#include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_error;
+using attograd::testing::vals;
 
 namespace {
-
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (std::string_view p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "no exception thrown";
-}
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
 
 // 0, 1, 2, ... in the given shape (f64).
 Tensor iota(const Shape& s) { return Tensor::arange(0, static_cast<double>(shape_numel(s)), 1, DType::f64).reshape(s); }

@@ -5,21 +5,14 @@
 
 #include "autograd/ops.h"
 #include "autograd/ops/softmax.h"
+#include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_error;
 
 namespace {
 
 // Runs fn, expects an E whose message contains every piece.
-template <class E, class F>
-void expect_error(F fn, std::initializer_list<std::string_view> pieces) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception thrown";
-  } catch (const E& e) {
-    for (std::string_view p : pieces) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
 
 void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol) {
   ASSERT_EQ(got.size(), want.size());

@@ -7,28 +7,15 @@
 #include <numeric>
 
 #include "autograd/ops.h"
+#include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_error;
+using attograd::testing::vals;
 
 namespace {
 
 // Runs f, expects an exception of type E whose message contains every part.
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (std::string_view p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "no exception thrown";
-}
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
 
 // Restores the global allocator when a test that swaps it ends (even on failure).
 struct AllocatorRestorer {

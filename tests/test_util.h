@@ -1,6 +1,9 @@
 // Small helpers shared by the tests.
 #pragma once
+#include <exception>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -22,6 +25,25 @@ std::string error_message(F&& fn) {
   }
   return "";
 }
+
+// Expects `fn` to throw an E whose message contains every one of `parts`.
+template <class E, class F>
+void expect_error(F&& fn, std::initializer_list<std::string> parts) {
+  try {
+    fn();
+  } catch (const E& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    return;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+    return;
+  }
+  ADD_FAILURE() << "no exception thrown";
+}
+
+// A tensor's elements in row-major order, as doubles.
+inline std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
 
 inline void expect_close(const Tensor& a, const Tensor& b, double rtol = 1e-6, double atol = 1e-8) {
   ASSERT_EQ(a.shape(), b.shape());

@@ -7,22 +7,13 @@
 #include "autograd/error.h"
 #include "data/tokenizer.h"
 #include "data/vocab.h"
+#include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_error;
 namespace fs = std::filesystem;
 
 namespace {
-
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (auto p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 using Strings = std::vector<std::string>;
 using Ids = std::vector<int64_t>;
