@@ -1,0 +1,153 @@
+#include "nn/head_stats.h"
+
+#include <cmath>
+#include <string_view>
+#include <tuple>
+
+#include "autograd/node.h"
+#include "autograd/ops/loss.h"
+#include "autograd/ops/shape.h"
+
+namespace attograd {
+
+namespace {
+
+// [B, L] b8 padding mask as one bool per position (all false when undefined).
+std::vector<bool> padding_flags(const Tensor& mask, int64_t B, int64_t L, const char* what) {
+  if (!mask.defined()) return std::vector<bool>(static_cast<size_t>(B * L), false);
+  if (mask.dtype() != DType::b8 || mask.shape() != Shape{B, L})
+    fail<ShapeError>("HeadStatistics", "{} must be b8 [{}, {}], got {} {}", what, B, L, dtype_name(mask.dtype()),
+                     shape_str(mask.shape()));
+  const auto v = mask.to_vector<double>();
+  std::vector<bool> flags(v.size());
+  for (size_t i = 0; i < v.size(); ++i) flags[i] = v[i] != 0;
+  return flags;
+}
+
+}  // namespace
+
+void HeadStatistics::add(const std::string& module, const Tensor& weights, const Tensor& query_padding,
+                         const Tensor& key_padding, bool causal) {
+  if (weights.dim() != 4)
+    fail<ShapeError>("HeadStatistics", "{}: weights must be [B, H, T, S], got {}; hint: set keep_weights and read "
+                     "last_weights", module, shape_str(weights.shape()));
+  const int64_t B = weights.size(0), H = weights.size(1), T = weights.size(2), S = weights.size(3);
+  const std::vector<bool> qpad = padding_flags(query_padding, B, T, "query_padding");
+  const std::vector<bool> kpad = padding_flags(key_padding, B, S, "key_padding");
+  const std::vector<double> w = weights.to_vector<double>();  // [B, H, T, S], row-major
+
+  auto [it, inserted] = sums_.try_emplace(module, static_cast<size_t>(H));
+  if (inserted) order_.push_back(module);
+  std::vector<Sums>& heads = it->second;
+  if (static_cast<int64_t>(heads.size()) != H)
+    fail<ShapeError>("HeadStatistics", "{} had {} heads before, now {}", module, heads.size(), H);
+
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      if (qpad[static_cast<size_t>(b * T + t)]) continue;
+      int64_t visible = 0;
+      for (int64_t s = 0; s < S; ++s) visible += !kpad[static_cast<size_t>(b * S + s)] && (!causal || s <= t);
+      for (int64_t h = 0; h < H; ++h) {
+        const double* row = w.data() + ((b * H + h) * T + t) * S;
+        double entropy = 0, distance = 0, peak = 0, total = 0;
+        for (int64_t s = 0; s < S; ++s) {
+          const double p = row[s];
+          total += p;
+          if (p > 0) entropy -= p * std::log(p);
+          distance += p * static_cast<double>(std::abs(t - s));
+          peak = std::max(peak, p);
+        }
+        if (total == 0) continue;  // a fully masked row attends to nothing
+        Sums& sum = heads[static_cast<size_t>(h)];
+        sum.entropy += entropy;
+        sum.uniform += std::log(static_cast<double>(std::max<int64_t>(visible, 1)));
+        sum.distance += distance;
+        sum.max_weight += peak;
+        ++sum.rows;
+      }
+    }
+}
+
+void HeadStatistics::add_batch(Seq2SeqTransformer& model, const Tensor& src, const Tensor& tgt_in,
+                               const Tensor& src_key_padding_mask, const Tensor& tgt_key_padding_mask) {
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  model.keep_attention_weights(true);
+  model.forward(src, tgt_in, src_key_padding_mask, tgt_key_padding_mask);
+  for (auto& [name, m] : model.attention_modules()) {
+    const bool encoder = name.starts_with("encoder.");
+    const bool cross = name.ends_with("cross_attn");
+    add(name, m->last_weights, encoder ? src_key_padding_mask : tgt_key_padding_mask,
+        encoder || cross ? src_key_padding_mask : tgt_key_padding_mask, !encoder && !cross);
+  }
+  model.keep_attention_weights(false);
+  if (was_training) model.train();
+}
+
+std::vector<HeadStat> HeadStatistics::results() const {
+  std::vector<HeadStat> out;
+  for (const std::string& module : order_) {
+    const std::vector<Sums>& heads = sums_.at(module);
+    for (size_t h = 0; h < heads.size(); ++h) {
+      const Sums& s = heads[h];
+      const double n = static_cast<double>(std::max<int64_t>(s.rows, 1));
+      out.push_back({module, static_cast<int64_t>(h), s.entropy / n, s.uniform / n, s.distance / n,
+                     s.max_weight / n, s.rows});
+    }
+  }
+  return out;
+}
+
+double masked_heads_loss(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches, int64_t pad_id) {
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  CrossEntropyOptions ce;
+  ce.ignore_index = pad_id;
+  ce.reduction = Reduction::sum;
+  double total = 0, tokens = 0;
+  for (const AblationBatch& b : batches) {
+    Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
+    Tensor target = b.tgt_out.reshape({-1});
+    total += cross_entropy(logits.reshape({-1, logits.size(2)}), target, ce).item();
+    for (double id : target.to_vector<double>()) tokens += static_cast<double>(id != static_cast<double>(pad_id));
+  }
+  if (was_training) model.train();
+  return total / std::max(tokens, 1.0);
+}
+
+std::vector<HeadAblation> ablate_heads(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches,
+                                       int64_t pad_id, double* baseline) {
+  const double base = masked_heads_loss(model, batches, pad_id);
+  if (baseline) *baseline = base;
+  const int64_t H = model.config.heads;
+  const DType dt = model.parameters().front().dtype();
+  const size_t enc = model.encoder->layers->size(), dec = model.decoder->layers->size();
+  // The model's own masks, restored at the end.
+  const auto saved = std::make_tuple(model.head_mask_enc, model.head_mask_dec_self, model.head_mask_dec_cross);
+  auto keep_all = [&](size_t layers) { return std::vector<Tensor>(layers, Tensor::ones({H}, dt)); };
+  std::vector<HeadAblation> out;
+  for (auto& [name, module] : model.attention_modules()) {
+    // "encoder.layers.3.self_attn" -> layer 3 ("decoder.layers." has the same length)
+    constexpr size_t at = std::string_view("encoder.layers.").size();
+    const size_t layer = std::stoul(name.substr(at, name.find('.', at) - at));
+    for (int64_t h = 0; h < H; ++h) {
+      model.head_mask_enc = keep_all(enc);
+      model.head_mask_dec_self = keep_all(dec);
+      model.head_mask_dec_cross = keep_all(dec);
+      std::vector<Tensor>& masks = name.starts_with("encoder.")      ? model.head_mask_enc
+                                   : name.ends_with(".self_attn") ? model.head_mask_dec_self
+                                                                   : model.head_mask_dec_cross;
+      std::vector<double> keep(static_cast<size_t>(H), 1.0);
+      keep[static_cast<size_t>(h)] = 0.0;
+      masks[layer] = Tensor::from_vector(keep, {H}, dt);
+      const double loss = masked_heads_loss(model, batches, pad_id);
+      out.push_back({name, h, loss, loss - base});
+    }
+  }
+  std::tie(model.head_mask_enc, model.head_mask_dec_self, model.head_mask_dec_cross) = saved;
+  return out;
+}
+
+}  // namespace attograd

@@ -1,0 +1,71 @@
+// What each attention head does, measured: entropy, mean attention distance,
+// and the loss a head costs when it is removed (ablation). Used by the heads
+// study (examples/heads_study) and usable on any Seq2SeqTransformer.
+//
+// Shape legend: B batch, H heads, T query length, S key length, V target vocab.
+//   weights [B, H, T, S]: one softmax row per query (a fully masked row is all 0)
+//   query_padding [B, T] b8, key_padding [B, S] b8: true at padding (may be undefined)
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nn/transformer.h"
+
+namespace attograd {
+
+struct HeadStat {
+  std::string module;  // "decoder.layers.0.cross_attn"
+  int64_t head = 0;
+  double entropy = 0;        // mean over query rows of -Σ_s p log p (nats); 0 = one key, log S = uniform
+  double uniform_entropy = 0;  // mean over the same rows of log(number of visible keys): the ceiling
+  double mean_distance = 0;  // mean over rows of Σ_s p·|t - s| (positions); 0 = attends to its own position
+  double max_weight = 0;     // mean over rows of max_s p: how peaked the head is
+  int64_t rows = 0;          // query rows counted (padding queries and fully masked rows are skipped)
+};
+
+// Accumulates statistics over batches, per (module, head).
+class HeadStatistics {
+ public:
+  // weights [B, H, T, S] (any float dtype); the paddings mark rows and keys
+  // that are not counted; `causal` says query t sees only keys s <= t (for
+  // the uniform-entropy ceiling).
+  void add(const std::string& module, const Tensor& weights, const Tensor& query_padding = Tensor(),
+           const Tensor& key_padding = Tensor(), bool causal = false);
+  // Runs model.forward on one batch with every attention module keeping its
+  // weights, then adds them all (encoder self, decoder self, decoder cross).
+  void add_batch(Seq2SeqTransformer& model, const Tensor& src, const Tensor& tgt_in, const Tensor& src_key_padding_mask,
+                 const Tensor& tgt_key_padding_mask);
+  // One entry per (module, head), modules in the order they were first added.
+  std::vector<HeadStat> results() const;
+
+ private:
+  struct Sums {
+    double entropy = 0, uniform = 0, distance = 0, max_weight = 0;
+    int64_t rows = 0;
+  };
+  std::vector<std::string> order_;
+  std::map<std::string, std::vector<Sums>> sums_;
+};
+
+struct HeadAblation {
+  std::string module;
+  int64_t head = 0;
+  double loss = 0;   // mean cross-entropy per target token with this head removed
+  double delta = 0;  // loss - baseline loss
+};
+
+struct AblationBatch {
+  Tensor src, tgt_in, tgt_out, src_key_padding_mask;  // as data/loader.h's Batch
+};
+
+// The teacher-forced loss with every head kept (the baseline) ...
+double masked_heads_loss(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches, int64_t pad_id);
+// ... and with each head removed in turn (its output zeroed before out_proj,
+// through the model's head masks), one entry per head of every attention
+// module. The model's head masks are left as they were.
+std::vector<HeadAblation> ablate_heads(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches,
+                                       int64_t pad_id, double* baseline = nullptr);
+
+}  // namespace attograd

@@ -1,0 +1,138 @@
+// Head statistics (nn/head_stats.h): entropy, distance and peak on
+// hand-made weights, the masks that decide which rows and keys count, and
+// head ablation through the model's head masks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autograd/node.h"
+#include "data/loader.h"
+#include "nn/head_stats.h"
+#include "test_util.h"
+
+using namespace attograd;
+using attograd::testing::expect_error;
+
+namespace {
+
+Tensor weights(std::initializer_list<double> v, const Shape& s) { return Tensor::from_list(v, s, DType::f64); }
+
+TransformerConfig tiny_config() {
+  TransformerConfig c;
+  c.src_vocab = 9; c.tgt_vocab = 9; c.d_model = 8; c.heads = 2; c.d_ff = 16;
+  c.enc_layers = 1; c.dec_layers = 1; c.dropout = 0.0; c.max_len = 16;
+  return c;
+}
+
+Batch tiny_batch() {
+  return collate({{{4, 5, 6, 7}, {4, 5, 6, 7}}, {{8, 4}, {8, 4}}, {{5, 6, 7}, {7, 6, 5}}});
+}
+
+}  // namespace
+
+TEST(HeadStatistics, DiagonalAndUniformHeads) {
+  // Head 0 attends to its own position, head 1 spreads evenly over 3 keys.
+  const double u = 1.0 / 3;
+  HeadStatistics st;
+  st.add("m", weights({1, 0, 0, 0, 1, 0, 0, 0, 1, u, u, u, u, u, u, u, u, u}, {1, 2, 3, 3}));
+  const auto r = st.results();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].module, "m");
+  EXPECT_EQ(r[0].rows, 3);
+  EXPECT_DOUBLE_EQ(r[0].entropy, 0);
+  EXPECT_DOUBLE_EQ(r[0].mean_distance, 0);
+  EXPECT_DOUBLE_EQ(r[0].max_weight, 1);
+  EXPECT_NEAR(r[1].entropy, std::log(3.0), 1e-12);
+  EXPECT_NEAR(r[1].uniform_entropy, std::log(3.0), 1e-12);
+  EXPECT_NEAR(r[1].mean_distance, (1 + 2.0 / 3 + 1) / 3, 1e-12);  // rows t = 0, 1, 2
+  EXPECT_NEAR(r[1].max_weight, u, 1e-12);
+}
+
+TEST(HeadStatistics, PaddingCausalityAndEmptyRows) {
+  // T = S = 3; the last key and the last query are padding. Row 0 puts all
+  // its weight on key 1 and row 1 on key 0: distance 1 each.
+  HeadStatistics st;
+  const Tensor qpad = Tensor::from_vector(std::vector<bool>{false, false, true}, {1, 3});
+  const Tensor kpad = Tensor::from_vector(std::vector<bool>{false, false, true}, {1, 3});
+  st.add("cross", weights({0, 1, 0, 1, 0, 0, 0.5, 0.5, 0}, {1, 1, 3, 3}), qpad, kpad);
+  auto r = st.results();
+  EXPECT_EQ(r[0].rows, 2);  // the padded query row is not counted
+  EXPECT_DOUBLE_EQ(r[0].mean_distance, 1);
+  EXPECT_NEAR(r[0].uniform_entropy, std::log(2.0), 1e-12);  // 2 visible keys
+
+  // Causal: query t sees t + 1 keys; a fully masked row (all 0) is skipped.
+  HeadStatistics causal;
+  causal.add("self", weights({1, 0, 0, 0.5, 0.5, 0, 0, 0, 0}, {1, 1, 3, 3}), Tensor(), Tensor(), true);
+  r = causal.results();
+  EXPECT_EQ(r[0].rows, 2);
+  EXPECT_NEAR(r[0].uniform_entropy, (std::log(1.0) + std::log(2.0)) / 2, 1e-12);
+  EXPECT_NEAR(r[0].entropy, std::log(2.0) / 2, 1e-12);
+
+  expect_error<ShapeError>([&] { st.add("cross", weights({1}, {1, 1, 1})); }, {"cross", "[B, H, T, S]"});
+  expect_error<ShapeError>([&] { st.add("cross", weights({1, 1}, {1, 2, 1, 1})); }, {"had 1 heads before, now 2"});
+}
+
+TEST(HeadStatistics, FromAModelEveryModuleAndNoFutureWeight) {
+  Generator gen(3);
+  Seq2SeqTransformer model(tiny_config(), gen, nullptr);
+  const Batch b = tiny_batch();
+  HeadStatistics st;
+  st.add_batch(model, b.src, b.tgt_in, b.src_key_padding_mask, b.tgt_key_padding_mask);
+  const auto r = st.results();
+  ASSERT_EQ(r.size(), 3u * 2u);  // encoder self, decoder self, decoder cross; 2 heads each
+  EXPECT_EQ(r[0].module, "encoder.layers.0.self_attn");
+  EXPECT_EQ(r[2].module, "decoder.layers.0.self_attn");
+  EXPECT_EQ(r[4].module, "decoder.layers.0.cross_attn");
+  auto unpadded = [](const Tensor& pad) {
+    int64_t n = 0;
+    for (double p : pad.to_vector<double>()) n += p == 0;
+    return n;
+  };
+  EXPECT_EQ(r[0].rows, unpadded(b.src_key_padding_mask));  // one row per real source position
+  EXPECT_EQ(r[2].rows, unpadded(b.tgt_key_padding_mask));  // one row per real target position
+  EXPECT_EQ(r[4].rows, unpadded(b.tgt_key_padding_mask));
+  EXPECT_LT(r[2].rows, b.tgt_in.numel());
+  for (const HeadStat& s : r) {
+    EXPECT_GE(s.entropy, 0) << s.module;
+    EXPECT_LE(s.entropy, s.uniform_entropy + 1e-6) << s.module << " head " << s.head;
+  }
+  // The causal mask enters before the softmax as -inf: every future weight is exactly 0.
+  model.keep_attention_weights(true);
+  {
+    NoGradGuard no_grad;
+    model.forward(b.src, b.tgt_in, b.src_key_padding_mask, b.tgt_key_padding_mask);
+  }
+  const Tensor w = model.attention_modules()[1].second->last_weights;  // decoder self [B, H, T, T]
+  const auto v = w.to_vector<double>();
+  const int64_t B = w.size(0), H = w.size(1), T = w.size(2);
+  for (int64_t i = 0; i < B * H; ++i)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t s = t + 1; s < T; ++s) ASSERT_EQ(v[static_cast<size_t>((i * T + t) * T + s)], 0.0);
+}
+
+TEST(HeadAblation, RemovesOneHeadAtATimeAndRestoresTheMasks) {
+  Generator gen(5);
+  Seq2SeqTransformer model(tiny_config(), gen, nullptr);
+  const Batch b = tiny_batch();
+  const std::vector<AblationBatch> batches = {{b.src, b.tgt_in, b.tgt_out, b.src_key_padding_mask}};
+  // A head whose output projection columns are zero contributes nothing, so
+  // removing it is exactly free; the other heads are not.
+  {
+    NoGradGuard no_grad;
+    Tensor w = model.attention_modules()[2].second->out_proj->weight;  // cross attention [E, E]
+    const int64_t E = w.size(0), D = E / 2;
+    for (int64_t r = 0; r < E; ++r)
+      for (int64_t c = D; c < E; ++c) w.data<float>()[r * E + c] = 0.f;  // head 1 reads columns D..E
+  }
+  double baseline = 0;
+  const auto r = ablate_heads(model, batches, kPadId, &baseline);
+  ASSERT_EQ(r.size(), 6u);
+  EXPECT_DOUBLE_EQ(baseline, masked_heads_loss(model, batches, kPadId));
+  for (const HeadAblation& a : r) {
+    EXPECT_DOUBLE_EQ(a.delta, a.loss - baseline);
+    if (a.module == "decoder.layers.0.cross_attn" && a.head == 1) EXPECT_EQ(a.delta, 0.0);
+    else EXPECT_NE(a.delta, 0.0) << a.module << " head " << a.head;
+  }
+  EXPECT_TRUE(model.head_mask_enc.empty());
+  EXPECT_TRUE(model.head_mask_dec_cross.empty());
+}
