@@ -1,6 +1,12 @@
 // Small helpers shared by the tests.
 #pragma once
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -38,13 +44,6 @@ inline void expect_close(const Tensor& a, const Tensor& b, double rtol = 1e-6, d
 }  // namespace attograd::testing
 
 // ---- running a program (CLI integration tests) ----
-#include <sys/wait.h>
-
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-#include <vector>
-
 namespace attograd::testing {
 
 inline std::string read_text(const std::string& path) {
