@@ -35,6 +35,29 @@ std::string WhitespaceTokenizer::join(const std::vector<std::string>& tokens) co
   return out;
 }
 
+std::vector<std::string> HyphenWordTokenizer::split(std::string_view text) const {
+  std::vector<std::string> tokens;
+  for (const std::string& word : WhitespaceTokenizer().split(text)) {
+    size_t start = 0;
+    for (size_t i = 0; i <= word.size(); ++i) {
+      if (i < word.size() && word[i] != '-') continue;
+      if (i > start) tokens.push_back(word.substr(start, i - start));
+      if (i < word.size()) tokens.emplace_back("-");
+      start = i + 1;
+    }
+  }
+  return tokens;
+}
+
+std::string HyphenWordTokenizer::join(const std::vector<std::string>& tokens) const {
+  std::string out;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i && tokens[i] != "-" && tokens[i - 1] != "-") out += ' ';
+    out += tokens[i];
+  }
+  return out;
+}
+
 // Well-formed UTF-8 (Unicode 15, table 3-7): no overlong forms, no surrogates,
 // nothing above U+10FFFF.
 size_t utf8_char_length(std::string_view text, size_t pos, const char* op) {
@@ -86,8 +109,9 @@ std::string CharTokenizer::join(const std::vector<std::string>& tokens) const {
 
 std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name) {
   if (name == "word" || name == "whitespace") return std::make_unique<WhitespaceTokenizer>();
+  if (name == "hyphen") return std::make_unique<HyphenWordTokenizer>();
   if (name == "char") return std::make_unique<CharTokenizer>();
-  fail<ValueError>("make_tokenizer", "unknown tokenizer '{}'; hint: use 'word' or 'char'", name);
+  fail<ValueError>("make_tokenizer", "unknown tokenizer '{}'; hint: use 'word', 'hyphen' or 'char'", name);
 }
 
 }  // namespace attograd

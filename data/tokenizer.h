@@ -5,6 +5,11 @@
 //  - CharTokenizer: one token per UTF-8 code point, spaces included; join
 //    concatenates, so join(split(s)) == s for any valid UTF-8 s.
 //    "süß" -> {"s", "ü", "ß"}; invalid UTF-8 is a ValueError naming the byte.
+//  - HyphenWordTokenizer (word level, hyphens split off): whitespace words,
+//    each cut at '-' with "-" kept as a token of its own; join glues "-" to
+//    both neighbours. "quatre-vingt-onze mille" -> {"quatre", "-", "vingt",
+//    "-", "onze", "mille"}, and join gives the text back for any text without
+//    runs of spaces or spaces next to a hyphen.
 #pragma once
 #include <memory>
 #include <string>
@@ -35,7 +40,14 @@ class CharTokenizer : public Tokenizer {
   std::string name() const override { return "char"; }
 };
 
-// "word" (or "whitespace") or "char"; anything else is a ValueError.
+class HyphenWordTokenizer : public Tokenizer {
+ public:
+  std::vector<std::string> split(std::string_view text) const override;
+  std::string join(const std::vector<std::string>& tokens) const override;
+  std::string name() const override { return "hyphen"; }
+};
+
+// "word" (or "whitespace"), "hyphen" or "char"; anything else is a ValueError.
 std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name);
 
 // Byte length of the UTF-8 code point starting at text[pos]; ValueError

@@ -1,7 +1,12 @@
 // Small helpers shared by the tests.
 #pragma once
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -55,6 +60,58 @@ inline void expect_close(const Tensor& a, const Tensor& b, double rtol = 1e-6, d
     if (excess > worst) { worst = excess; at = i; }
   }
   EXPECT_LE(worst, 0.0) << "element " << at << ": " << va[at] << " vs " << vb[at];
+}
+
+}  // namespace attograd::testing
+
+// ---- running a program (CLI integration tests) ----
+namespace attograd::testing {
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+struct ProgramOutcome {
+  int code = -1;  // exit code, or 128 + signal
+  std::string out, err;
+};
+
+// Runs `program args...` with `input` on stdin and captures both streams,
+// through files in `scratch_dir` (arguments are shell-quoted).
+inline ProgramOutcome run_program(const std::string& program, const std::vector<std::string>& args,
+                                  const std::string& input, const std::string& scratch_dir) {
+  auto quote = [](const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  const std::string out = scratch_dir + "/stdout.txt", err = scratch_dir + "/stderr.txt", in = scratch_dir + "/stdin.txt";
+  write_text(in, input);
+  std::string cmd = quote(program);
+  for (const std::string& a : args) cmd.append(" ").append(quote(a));
+  cmd.append(" <").append(quote(in)).append(" >").append(quote(out)).append(" 2>").append(quote(err));
+  const int status = std::system(cmd.c_str());
+  ProgramOutcome r;
+  if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  else if (status != -1 && WIFSIGNALED(status)) r.code = 128 + WTERMSIG(status);
+  r.out = read_text(out);
+  r.err = read_text(err);
+  return r;
 }
 
 }  // namespace attograd::testing

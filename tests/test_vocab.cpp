@@ -210,5 +210,5 @@ TEST(Tokenizer, Factory) {
   EXPECT_EQ(make_tokenizer("word")->name(), "word");
   EXPECT_EQ(make_tokenizer("whitespace")->name(), "word");
   EXPECT_EQ(make_tokenizer("char")->name(), "char");
-  expect_error<ValueError>([] { make_tokenizer("bpe"); }, {"make_tokenizer", "'bpe'", "'word' or 'char'"});
+  expect_error<ValueError>([] { make_tokenizer("bpe"); }, {"make_tokenizer", "'bpe'", "'word', 'hyphen' or 'char'"});
 }

@@ -1,0 +1,43 @@
+// Attention pictures: one SVG heatmap per layer, head and attention kind
+// (encoder self, decoder self, cross), with the tokens as axis labels, plus an
+// index.html showing them all.
+//
+// Shape legend: H heads, S source length (with <eos>), T decoder length
+// (<bos> + output). Weights come from one teacher-forced forward of the
+// source and the decoded output, with MultiHeadAttention::keep_weights on:
+//   encoder self [1, H, S, S], decoder self [1, H, T, T], cross [1, H, T, S].
+// Rows are queries, columns keys; a decoder row is labelled with its input
+// token (<bos>, y1, ...): that position predicts the next token.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "data/vocab.h"
+#include "nn/transformer.h"
+
+namespace attograd {
+
+struct AttentionMap {
+  std::string kind;  // "enc-self", "dec-self" or "cross"
+  int64_t layer = 0, head = 0;
+  std::vector<std::string> rows, cols;  // query / key token labels
+  std::vector<float> weights;           // [rows, cols], each row sums to 1
+};
+
+struct AttentionPictures {
+  std::vector<AttentionMap> maps;  // by kind, then layer, then head
+};
+
+// src [1, S] i64 (ending in <eos>), src_tokens its S labels; output: the decoded ids (no BOS/EOS).
+AttentionPictures draw_attention(Seq2SeqTransformer& model, const std::vector<std::string>& src_tokens,
+                                 const Tensor& src, const std::vector<int64_t>& output, const Vocab& tgt_vocab);
+
+// One map as a standalone SVG document.
+std::string attention_svg(const AttentionMap& map);
+
+// Writes <kind>-L<layer>-H<head>.svg for every map and index.html into dir
+// (created if missing); IOError when a file cannot be written.
+void write_attention_pictures(const AttentionPictures& pictures, const std::string& dir, const std::string& source,
+                              const std::string& translation);
+
+}  // namespace attograd

@@ -1,0 +1,192 @@
+// The translate program end to end, run as a subprocess on a small slice of
+// the number corpus: a short run learns (held-out token accuracy far above
+// where it started), eval reproduces the training run's test numbers,
+// translate gives one line per input from arguments, stdin or --input,
+// handles unknown words with <unk>, draws attention pictures, and every bad
+// input gets exit code 2 and one line on stderr.
+//
+// Labelled "slow" (tests/CMakeLists.txt).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using attograd::testing::lines_of;
+using attograd::testing::ProgramOutcome;
+using attograd::testing::read_text;
+using attograd::testing::write_text;
+
+namespace {
+
+const std::string kProgram = std::string(ATTOGRAD_BIN_DIR) + "/translate";
+
+// The first `n` data lines (after the header) of a corpus split.
+std::string head_of(const std::string& split, size_t n) {
+  const auto lines = lines_of(read_text(std::string(ATTOGRAD_SOURCE_DIR) + "/data/numbers/" + split + ".tsv"));
+  std::string out;
+  for (size_t i = 0; i <= n && i < lines.size(); ++i) out += lines[i] + "\n";
+  return out;
+}
+
+const std::vector<std::string> kSmall = {"--d-model", "32", "--heads", "2", "--d-ff", "64", "--enc-layers", "1",
+                                         "--dec-layers", "1", "--max-len", "40", "--quiet", "--samples", "0",
+                                         "--threads", "1", "--batch-size", "32"};
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// "test (100 sentences): loss ..." -> "loss ..." (the metrics after the colon).
+std::string metrics_after(const std::string& out, const std::string& prefix) {
+  for (const auto& line : lines_of(out))
+    if (line.starts_with(prefix)) return line.substr(line.find("): ") + 3);
+  return "";
+}
+
+class TranslateProgram : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kProgram)) << kProgram << " does not exist; build the translate target first";
+    char tmpl[] = "/tmp/attograd_translate_XXXXXX";
+    const char* p = mkdtemp(tmpl);
+    ASSERT_NE(p, nullptr);
+    dir_ = p;
+    data_ = dir_ + "/numbers";
+    fs::create_directories(data_);
+    write_text(data_ + "/train.tsv", head_of("train", 3000));
+    write_text(data_ + "/valid.tsv", head_of("valid", 100));
+    write_text(data_ + "/test.tsv", head_of("test", 100));
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  ProgramOutcome run(const std::vector<std::string>& args, const std::string& input = "") {
+    return attograd::testing::run_program(kProgram, args, input, dir_);
+  }
+  std::string train_small(const std::string& ck, const std::vector<std::string>& extra) {
+    const ProgramOutcome t = run(std::vector<std::string>{"train", "--lang", "fr", "--data", data_} + kSmall +
+                                 std::vector<std::string>{"--checkpoint-dir", ck} + extra);
+    EXPECT_EQ(t.code, 0) << t.err;
+    return t.out;
+  }
+  std::string dir_, data_;
+};
+
+TEST_F(TranslateProgram, ShortTrainingLearnsThenEvalAndTranslateAgree) {
+  const std::string ck = dir_ + "/ck", log = dir_ + "/log.jsonl";
+  const std::string out = train_small(ck, {"--steps", "500", "--lr", "1e-2", "--warmup", "30", "--eval-every", "25",
+                                           "--eval-size", "100", "--log", log});
+  std::vector<double> acc;
+  for (const auto& line : lines_of(read_text(log))) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("token_accuracy")) acc.push_back(j["token_accuracy"].get<double>());
+  }
+  ASSERT_GE(acc.size(), 10u) << read_text(log);
+  EXPECT_LT(acc.front(), 0.45) << "step 25 should be near the start";
+  EXPECT_GT(acc.back(), 0.75) << out;
+  EXPECT_GT(acc.back(), acc.front() + 0.35) << out;
+  EXPECT_NE(out.find("BLEU"), std::string::npos) << out;
+
+  // eval on the test split prints the numbers the training run printed for it.
+  const std::string test_metrics = metrics_after(out, "test (100 sentences)");
+  ASSERT_FALSE(test_metrics.empty()) << out;
+  const ProgramOutcome e = run({"eval", "--checkpoint", ck, "--data", data_, "--split", "test"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(metrics_after(e.out, "test (100 sentences, en -> fr, greedy)"), test_metrics) << e.out;
+
+  // One line per input, whichever way the input comes; beam 1 is the greedy default.
+  const std::string sentences = "seventy-one thousand\nthree hundred and twelve\n";
+  const ProgramOutcome a = run({"translate", "--checkpoint", ck, "seventy-one thousand", "three hundred and twelve"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.err, "");
+  ASSERT_EQ(lines_of(a.out).size(), 2u) << a.out;
+  EXPECT_EQ(run({"translate", "--checkpoint", ck}, sentences).out, a.out);
+  write_text(dir_ + "/in.txt", sentences);
+  EXPECT_EQ(run({"translate", "--checkpoint", ck, "--input", dir_ + "/in.txt"}).out, a.out);
+  EXPECT_EQ(run({"translate", "--checkpoint", ck, "--beam", "1"}, sentences).out, a.out);
+  const ProgramOutcome b = run({"translate", "--checkpoint", ck, "--beam", "4", "--length-penalty", "1.0"}, sentences);
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(lines_of(b.out).size(), 2u);
+
+  // Unknown words become <unk>, with a warning, and still get a translation.
+  const ProgramOutcome u = run({"translate", "--checkpoint", ck, "seventy-one zillion"});
+  ASSERT_EQ(u.code, 0) << u.err;
+  EXPECT_EQ(lines_of(u.out).size(), 1u);
+  EXPECT_NE(u.err.find("line 1: unknown word 'zillion' read as <unk>"), std::string::npos) << u.err;
+
+  // Attention pictures: (1 encoder self + 1 decoder self + 1 cross) x 2 heads, and an index.
+  const std::string pics = dir_ + "/attention";
+  const ProgramOutcome p = run({"translate", "--checkpoint", ck, "--attention-out", pics, "seventy-one thousand"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(p.out, lines_of(a.out)[0] + "\n");
+  const std::string index = read_text(pics + "/index.html");
+  for (const std::string kind : {"enc-self", "dec-self", "cross"})
+    for (int h = 0; h < 2; ++h) {
+      const std::string file = kind + "-L0-H" + std::to_string(h) + ".svg";
+      const std::string svg = read_text(pics + "/" + file);
+      ASSERT_TRUE(svg.starts_with("<svg")) << file;
+      EXPECT_NE(index.find("src=\"" + file + "\""), std::string::npos) << file;
+      EXPECT_NE(svg.find(kind == "dec-self" ? ">&lt;bos&gt;</text>" : ">seventy</text>"), std::string::npos) << file;
+    }
+  EXPECT_NE(read_text(pics + "/cross-L0-H0.svg").find(">&lt;eos&gt;</text>"), std::string::npos);
+}
+
+TEST_F(TranslateProgram, BadInputGetsOneLineAndExitCode2) {
+  const std::string ck = dir_ + "/ck";
+  train_small(ck, {"--steps", "2", "--warmup", "1", "--eval-size", "4"});
+  const std::string bad_data = dir_ + "/bad";
+  fs::create_directories(bad_data);
+  write_text(bad_data + "/train.tsv", "#number\ten\tfr\n1\tone\n");
+  write_text(dir_ + "/empty.txt", "");
+  struct Case {
+    std::string name;
+    std::vector<std::string> args;
+    std::string input, phrase;
+  };
+  const std::vector<Case> cases = {
+      {"unknown mode", {"transl"}, "", "unknown mode 'transl'; expected train, eval or translate"},
+      {"unknown language", {"train", "--lang", "it"}, "", "unknown target language 'it'; expected fr, de or es"},
+      {"missing corpus", {"train", "--data", dir_ + "/nowhere"}, "", "train.tsv does not exist"},
+      {"malformed corpus", {"train", "--data", bad_data}, "", "train.tsv:2: expected 3 tab-separated fields, found 2"},
+      {"max-len too small", {"train", "--data", data_, "--max-len", "10"}, "", "need --max-len >="},
+      {"no checkpoint flag", {"translate", "one"}, "", "--checkpoint is required"},
+      {"missing checkpoint", {"translate", "--checkpoint", dir_ + "/none", "one"}, "", "none"},
+      {"empty stdin", {"translate", "--checkpoint", ck}, "", "no input; hint"},
+      {"empty line", {"translate", "--checkpoint", ck}, "one\n\ntwo\n", "input line 2 is empty"},
+      {"blank argument", {"translate", "--checkpoint", ck, "  "}, "", "input line 1 is empty"},
+      {"empty --input", {"translate", "--checkpoint", ck, "--input", dir_ + "/empty.txt"}, "", "is empty"},
+      {"missing --input", {"translate", "--checkpoint", ck, "--input", dir_ + "/nope.txt"}, "", "cannot read --input"},
+      {"arguments and --input", {"translate", "--checkpoint", ck, "--input", dir_ + "/empty.txt", "one"}, "", "not both"},
+      {"beam 0", {"translate", "--checkpoint", ck, "--beam", "0", "one"}, "", "--beam must be in [1, 64], got 0"},
+      {"negative length penalty", {"translate", "--checkpoint", ck, "--length-penalty", "-1", "one"}, "", "--length-penalty"},
+      {"max-len beyond the model", {"translate", "--checkpoint", ck, "--max-len", "500", "one"}, "", "exceeds what the model allows"},
+      {"attention for two sentences", {"translate", "--checkpoint", ck, "--attention-out", dir_ + "/p", "one", "two"}, "",
+       "--attention-out draws one sentence, got 2"},
+      {"unknown split", {"eval", "--checkpoint", ck, "--data", data_, "--split", "dev"}, "", "dev.tsv does not exist"},
+      {"positional argument to eval", {"eval", "--checkpoint", ck, "one"}, "", "unexpected argument 'one'"},
+      {"unknown flag", {"translate", "--bogus"}, "", "bogus"},
+  };
+  for (const Case& c : cases) {
+    const ProgramOutcome r = run(c.args, c.input);
+    EXPECT_EQ(r.code, 2) << c.name << "\nstdout: " << r.out << "\nstderr: " << r.err;
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << c.name << ": " << r.err;
+    EXPECT_TRUE(r.err.starts_with("translate: error: ")) << c.name << ": " << r.err;
+    EXPECT_NE(r.err.find(c.phrase), std::string::npos) << c.name << ": " << r.err;
+    EXPECT_EQ(r.out, "") << c.name;
+  }
+  // A sentence longer than the model accepts (40 positions).
+  std::string long_sentence;
+  for (int i = 0; i < 50; ++i) long_sentence += "one ";
+  const ProgramOutcome r = run({"translate", "--checkpoint", ck, long_sentence});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("input line 1 has 50 tokens; the model accepts at most 38"), std::string::npos) << r.err;
+}
+
+}  // namespace

@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""Plot a training run's JSON-lines log (the --log file of copy_task / translate) as a PNG.
+
+    /usr/bin/python3 tools/plot_metrics.py runs/fr.jsonl -o docs/fr_training.png [--title "en -> fr"]
+
+Three panels against the training step: the training loss (and the held-out
+loss at each evaluation), the held-out token accuracy and exact match (and
+BLEU / 100 when the log has it), and the learning rate. Records with
+"skipped": true are drawn as red marks on the loss panel. Needs Debian's
+python3-matplotlib.
+"""
+import argparse
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_log(path):
+    train, evals, skipped = [], [], []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"plot_metrics: error: {path}:{lineno}: not JSON ({e.msg})")
+            if r.get("skipped"):
+                skipped.append(r)
+            elif "eval_loss" in r:
+                evals.append(r)
+            elif "loss" in r:
+                train.append(r)
+    if not train and not evals:
+        sys.exit(f"plot_metrics: error: {path} has no training or evaluation records")
+    return train, evals, skipped
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("log")
+    ap.add_argument("-o", "--output", required=True, help="PNG file to write")
+    ap.add_argument("--title", default=None)
+    ap.add_argument("--dpi", type=int, default=80)
+    args = ap.parse_args()
+    train, evals, skipped = read_log(args.log)
+
+    fig, (ax_loss, ax_acc, ax_lr) = plt.subplots(1, 3, figsize=(12, 3.4))
+    steps = [r["step"] for r in train]
+    if train:
+        ax_loss.plot(steps, [r["loss"] for r in train], label="train loss", lw=1.2)
+    if evals:
+        ax_loss.plot([r["step"] for r in evals], [r["eval_loss"] for r in evals], "o-", label="held-out loss", ms=4)
+    for r in skipped:
+        ax_loss.axvline(r["step"], color="red", lw=0.8)
+    ax_loss.set_yscale("log")
+    ax_loss.set_title("loss (cross-entropy per token)")
+    ax_loss.legend(fontsize=8)
+
+    if evals:
+        es = [r["step"] for r in evals]
+        ax_acc.plot(es, [100 * r["token_accuracy"] for r in evals], "o-", label="token accuracy", ms=4)
+        ax_acc.plot(es, [100 * r["exact_match"] for r in evals], "s-", label="exact match", ms=4)
+        if all("bleu" in r for r in evals):
+            ax_acc.plot(es, [r["bleu"] for r in evals], "^--", label="BLEU", ms=4)
+        ax_acc.legend(fontsize=8)
+    ax_acc.set_ylim(0, 101)
+    ax_acc.set_title("held-out accuracy (%)")
+
+    if train:
+        ax_lr.plot(steps, [r["lr"] for r in train], lw=1.2)
+    ax_lr.set_title("learning rate")
+    ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+
+    for ax in (ax_loss, ax_acc, ax_lr):
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    if args.title:
+        fig.suptitle(args.title)
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=args.dpi)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
