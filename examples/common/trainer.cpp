@@ -311,6 +311,7 @@ TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator>
   const int64_t last = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
   int64_t last_checkpoint_step = -1;
   for (int64_t step = first; step <= last; ++step) {
+    const auto step_start = clock::now();
     Batch b = train.next();
     double loss_value, grad_norm;
     {
@@ -347,6 +348,7 @@ TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator>
     const double lr = schedule->step(optimizer);
     optimizer.step();
     optimizer.zero_grad();
+    summary.step_seconds += std::chrono::duration<double>(clock::now() - step_start).count();
 
     summary.losses.push_back(loss_value);
     tokens_done += static_cast<double>(b.num_tokens);

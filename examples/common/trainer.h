@@ -91,7 +91,8 @@ struct TaskHooks {
 struct TrainSummary {
   int64_t steps = 0;           // the last step trained
   bool stopped_early = false;  // --stop-after ended the run before --steps (no final eval)
-  double seconds = 0;
+  double seconds = 0;          // wall time of the run, evaluations and checkpoints included
+  double step_seconds = 0;     // time in training steps only (forward, backward, optimizer)
   double final_loss = 0;
   EvalResult last_eval;
   std::vector<double> losses;  // every step's training loss (for determinism/resume tests)

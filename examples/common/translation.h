@@ -1,0 +1,55 @@
+// The number-translation task (English number words -> fr/de/es) as the
+// programs share it: translate trains and serves it, heads_study trains it
+// many times. Corpus splits come from data/numbers/*.tsv (data/parallel.h).
+//
+// Shape legend: ids are token sequences without BOS/EOS.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/parallel.h"
+#include "trainer.h"
+
+namespace attograd {
+
+struct TranslationTask {
+  std::string lang;           // target language: fr, de or es
+  std::string src_tokenizer;  // "hyphen"
+  std::string tgt_tokenizer;  // "hyphen" (fr, es) or "char" (de)
+
+  static TranslationTask for_language(const std::string& lang);  // ValueError for an unknown language
+  nlohmann::json to_json() const;                                 // the checkpoint's task record
+  static TranslationTask from_json(const nlohmann::json& j, const std::string& file);  // IOError when malformed
+};
+
+// A split of the corpus: a name in data_dir (train, valid, test, gen) or a path to a TSV file.
+ParallelText read_split(const std::string& data_dir, const std::string& split, const std::string& lang);
+
+// Everything the modes share once the vocabularies are known.
+struct Translator {
+  TranslationTask task;
+  Vocab src_vocab, tgt_vocab;
+  std::unique_ptr<Tokenizer> src_tok, tgt_tok;
+
+  Translator(TranslationTask t, Vocab src, Vocab tgt);
+  // Vocabularies built from the training split's sentences.
+  static Translator from_training_text(const TranslationTask& t, const ParallelText& train);
+
+  VectorDataset encode(const ParallelText& text) const;
+  std::string show_target(const std::vector<int64_t>& ids) const;
+  std::string show_source(const std::vector<int64_t>& ids) const;
+  // BLEU over target tokens (words for fr/es, characters for de) and chrF on the joined text.
+  void add_metrics(EvalResult& e) const;
+  TaskHooks hooks() const;
+};
+
+// Longest source or target (tokens) over the datasets: the model's max_len must exceed it by 2 (BOS/EOS).
+int64_t longest_sequence(const std::vector<const VectorDataset*>& sets);
+
+// "loss 0.0123  token accuracy 99.10%  exact match 97.30%  BLEU 98.12  chrF 99.01"
+std::string metrics_line(const EvalResult& e);
+
+}  // namespace attograd

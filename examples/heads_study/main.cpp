@@ -1,0 +1,153 @@
+// heads_study: what multi-head attention buys on the number-translation task.
+//
+//   heads_study --quick            a few minutes: the whole pipeline on a small grid (used by the tests)
+//   heads_study --full             the study of docs/heads-study.md (see there for its running time)
+//   heads_study --kv-bench         only the KV-cache benchmark
+//
+// It trains the same model (d_model fixed) with H in {1, 2, 4, 8, 16} heads on
+// en→fr and en→de, several seeds each, and writes into --out:
+//   heads.md, heads.svg, results.jsonl   quality and cost per H (mean ± std)
+//   inspect-<lang>.md, inspect-<lang>/   per-head entropy, distance, ablation, alignment, attention pictures
+//   kv-bench.md                          decoding with and without the KV cache
+// tools/plot_heads.py turns results.jsonl into heads.png.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cli.h"
+#include "study.h"
+
+using namespace attograd;
+using namespace attograd::heads;
+
+namespace {
+
+StudyOptions full_study() {
+  StudyOptions o;
+  o.model.d_model = 64;
+  o.model.d_ff = 256;
+  o.model.enc_layers = 2;
+  o.model.dec_layers = 2;
+  o.model.dropout = 0.0;
+  o.model.max_len = 96;
+  o.training.steps = 1000;
+  o.training.batch_size = 64;
+  o.training.lr = 3e-3;
+  o.training.schedule = "cosine";
+  o.training.warmup = 100;
+  return o;
+}
+
+StudyOptions quick_study() {
+  StudyOptions o = full_study();
+  o.out_dir = "runs/heads-quick";
+  o.langs = {"fr"};
+  o.heads = {1, 4};
+  o.seeds = 1;
+  o.model.d_model = 32;
+  o.model.d_ff = 64;
+  o.model.enc_layers = 1;
+  o.model.dec_layers = 1;
+  o.training.steps = 40;
+  o.training.batch_size = 16;
+  o.training.warmup = 5;
+  o.eval_size = 32;
+  o.ablation_size = 16;
+  o.picture_inputs = {"seventy-one thousand"};
+  o.kv_lengths = {8, 16};
+  o.kv_batch = 4;
+  o.kv_repeats = 1;
+  return o;
+}
+
+template <class T>
+std::vector<T> list_flag(const cxxopts::ParseResult& r, const char* flag, std::vector<T> fallback) {
+  return r.count(flag) ? r[flag].as<std::vector<T>>() : fallback;
+}
+
+int run(const cxxopts::ParseResult& r) {
+  if (r.count("quick") && r.count("full")) fail<ValueError>("flags", "--quick and --full exclude each other");
+  StudyOptions o = r.count("quick") ? quick_study() : full_study();
+  if (r.count("out")) o.out_dir = r["out"].as<std::string>();
+  o.data_dir = r["data"].as<std::string>();
+  o.langs = list_flag<std::string>(r, "langs", o.langs);
+  o.heads = list_flag<int64_t>(r, "heads", o.heads);
+  if (r.count("seeds")) o.seeds = r["seeds"].as<int64_t>();
+  if (r.count("steps")) o.training.steps = r["steps"].as<int64_t>();
+  if (o.seeds < 1 || o.seeds > 100) fail<ValueError>("flags", "--seeds must be in [1, 100], got {}", o.seeds);
+  if (o.training.steps < 1 || o.training.steps > 10'000'000)
+    fail<ValueError>("flags", "--steps must be in [1, 10000000], got {}", o.training.steps);
+  if (o.training.warmup >= o.training.steps) o.training.warmup = o.training.steps / 10;
+  for (int64_t h : o.heads)
+    if (h < 1 || o.model.d_model % h != 0)
+      fail<ValueError>("flags", "--heads {} does not divide d_model {}", h, o.model.d_model);
+  std::sort(o.heads.begin(), o.heads.end());
+  if (std::find(o.heads.begin(), o.heads.end(), o.inspect_heads) == o.heads.end()) o.inspect_heads = o.heads.back();
+  const int threads = r["threads"].as<int>();
+  if (threads < 1 || threads > 256) fail<ValueError>("flags", "--threads must be in [1, 256], got {}", threads);
+  o.training.threads = threads;
+  const std::string kernel = configure_threads(threads);
+  std::filesystem::create_directories(o.out_dir);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return cli::format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); };
+  fmt::print("heads_study: langs {} | heads {} | {} seed(s) | {} steps per run | d_model {} | {} thread(s), BLAS {}\n",
+             fmt::join(o.langs, ","), fmt::join(o.heads, ","), o.seeds, o.training.steps, o.model.d_model, threads,
+             kernel);
+
+  if (r.count("kv-bench")) {
+    fmt::print("{}", kv_bench(o, load_corpus(o.data_dir, o.langs.front())));
+    return 0;
+  }
+  std::vector<RunResult> runs;
+  for (const std::string& lang : o.langs) {
+    const Corpus corpus = load_corpus(o.data_dir, lang);
+    std::unique_ptr<Seq2SeqTransformer> inspected;
+    for (int64_t h : o.heads)
+      for (int64_t seed = 1; seed <= o.seeds; ++seed) {
+        const bool keep = h == o.inspect_heads && seed == 1;
+        runs.push_back(train_run(o, corpus, h, static_cast<uint64_t>(seed), keep ? &inspected : nullptr));
+        const RunResult& x = runs.back();
+        fmt::print("[{}] {} H={:<2} seed {}: exact match {:.1f}%  BLEU {:.1f}  test loss {:.4f}  step {:.1f} ms\n",
+                   elapsed(), lang, h, seed, x.exact_match, x.bleu, x.loss, x.step_ms);
+        std::fflush(stdout);
+      }
+    write_grid_report(o, runs);
+    inspect_model(o, corpus, *inspected);
+    fmt::print("[{}] {}: wrote {}/inspect-{}.md\n", elapsed(), lang, o.out_dir, lang);
+  }
+  kv_bench(o, load_corpus(o.data_dir, o.langs.front()));
+  fmt::print("[{}] done: {}/heads.md, heads.svg, results.jsonl, inspect-*.md, kv-bench.md\n", elapsed(), o.out_dir);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cli::guarded_main("heads_study", [&] {
+    cxxopts::Options o("heads_study", "How the number of attention heads trades quality against compute, what heads "
+                       "learn, and what the KV cache keeps.");
+    o.add_options()
+        ("quick", "a small grid in a few minutes (checks the pipeline)")
+        ("full", "the whole study (the default)")
+        ("kv-bench", "only the KV-cache benchmark")
+        ("out", "output directory (default runs/heads, runs/heads-quick with --quick)", cxxopts::value<std::string>())
+        ("data", "corpus directory", cxxopts::value<std::string>()->default_value("data/numbers"))
+        ("langs", "target languages, comma-separated", cxxopts::value<std::vector<std::string>>())
+        ("heads", "head counts, comma-separated (each must divide d_model)", cxxopts::value<std::vector<int64_t>>())
+        ("seeds", "seeds per setting", cxxopts::value<int64_t>())
+        ("steps", "training steps per run", cxxopts::value<int64_t>())
+        ("threads", "compute threads", cxxopts::value<int>()->default_value("1"))
+        ("h,help", "show this help");
+    auto r = o.parse(argc, argv);
+    if (r.count("help")) {
+      fmt::print("{}\n", o.help());
+      return 0;
+    }
+    if (!r.unmatched().empty()) fail<ValueError>("flags", "unexpected argument '{}'", r.unmatched()[0]);
+    return run(r);
+  });
+}

@@ -1,0 +1,373 @@
+#include "study.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "attention_svg.h"
+#include "autograd/io/safetensors.h"
+#include "autograd/node.h"
+#include "nn/generate.h"
+#include "nn/head_stats.h"
+
+namespace attograd::heads {
+
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+  write_file_atomic(path, text);
+}
+
+struct MeanStd {
+  double mean = 0, std = 0;
+};
+// Sample standard deviation (n - 1); 0 for a single value.
+MeanStd mean_std(const std::vector<double>& v) {
+  MeanStd m;
+  if (v.empty()) return m;
+  for (double x : v) m.mean += x;
+  m.mean /= static_cast<double>(v.size());
+  if (v.size() > 1) {
+    for (double x : v) m.std += (x - m.mean) * (x - m.mean);
+    m.std = std::sqrt(m.std / static_cast<double>(v.size() - 1));
+  }
+  return m;
+}
+
+std::string pm(const MeanStd& m, int digits) { return fmt::format("{:.{}f} ± {:.{}f}", m.mean, digits, m.std, digits); }
+
+}  // namespace
+
+Corpus load_corpus(const std::string& data_dir, const std::string& lang) {
+  const TranslationTask task = TranslationTask::for_language(lang);
+  const ParallelText train = read_split(data_dir, "train", lang);
+  Translator tr = Translator::from_training_text(task, train);
+  VectorDataset train_set = tr.encode(train), test_set = tr.encode(read_split(data_dir, "test", lang));
+  return {std::move(tr), std::move(train_set), std::move(test_set)};
+}
+
+double flops_per_target_token(const TransformerConfig& c, double S, double T) {
+  const double E = static_cast<double>(c.d_model), F = static_cast<double>(c.d_ff), V = static_cast<double>(c.tgt_vocab);
+  const double enc_layer = S * (8 * E * E + 4 * E * F) + 4 * S * S * E;
+  const double dec_layer = T * (8 * E * E + 4 * E * E + 4 * E * F) + 4 * S * E * E + 4 * T * T * E + 4 * T * S * E;
+  const double forward = static_cast<double>(c.enc_layers) * enc_layer + static_cast<double>(c.dec_layers) * dec_layer +
+                         2 * T * E * V;
+  return 3 * forward / T;
+}
+
+RunResult train_run(const StudyOptions& o, const Corpus& corpus, int64_t heads, uint64_t seed,
+                    std::unique_ptr<Seq2SeqTransformer>* keep) {
+  TransformerConfig cfg = o.model;
+  cfg.heads = heads;
+  cfg.src_vocab = corpus.translator.src_vocab.size();
+  cfg.tgt_vocab = corpus.translator.tgt_vocab.size();
+  cfg.validate();
+  TrainOptions t = o.training;
+  t.seed = seed;
+  t.eval_every = 0;  // one evaluation, at the end, on the test split
+  t.eval_size = o.eval_size;
+  t.quiet = true;
+  t.samples = 0;
+
+  Generator init_gen(seed);
+  auto dropout_gen = std::make_shared<Generator>(mix_seed(seed, 0xd50u));
+  auto model = std::make_unique<Seq2SeqTransformer>(cfg, init_gen, dropout_gen);
+  LoaderOptions lo;
+  lo.batch_size = t.batch_size;
+  lo.seed = seed;
+  DataLoader loader(corpus.train, lo);
+  const TrainSummary s = train_seq2seq(*model, dropout_gen, loader, corpus.test, t, corpus.translator.hooks());
+
+  double src_tokens = 0, tgt_tokens = 0;
+  for (const Example& e : corpus.train.examples()) {
+    src_tokens += static_cast<double>(e.src.size() + 1);
+    tgt_tokens += static_cast<double>(e.tgt.size() + 1);
+  }
+  const double n = static_cast<double>(corpus.train.size());
+
+  RunResult r;
+  r.lang = corpus.translator.task.lang;
+  r.heads = heads;
+  r.head_width = cfg.d_model / heads;
+  r.seed = seed;
+  r.exact_match = 100 * s.last_eval.exact_match;
+  r.token_accuracy = 100 * s.last_eval.token_accuracy;
+  r.loss = s.last_eval.loss;
+  for (auto& [k, v] : s.last_eval.extra)
+    if (k == "bleu") r.bleu = v;
+  r.step_ms = 1e3 * s.step_seconds / static_cast<double>(std::max<int64_t>(s.losses.size(), 1));
+  r.parameters = model->num_parameters();
+  r.train_flops_per_token = flops_per_target_token(cfg, src_tokens / n, tgt_tokens / n);
+  if (keep) *keep = std::move(model);
+  return r;
+}
+
+void write_grid_report(const StudyOptions& o, const std::vector<RunResult>& runs) {
+  std::string jsonl;
+  for (const RunResult& r : runs)
+    jsonl += nlohmann::json{{"lang", r.lang},          {"heads", r.heads},
+                            {"head_width", r.head_width}, {"seed", r.seed},
+                            {"exact_match", r.exact_match}, {"token_accuracy", r.token_accuracy},
+                            {"bleu", r.bleu},          {"loss", r.loss},
+                            {"step_ms", r.step_ms},    {"parameters", r.parameters},
+                            {"train_flops_per_token", r.train_flops_per_token}}
+                 .dump() +
+             "\n";
+  write_text(o.out_dir + "/results.jsonl", jsonl);
+
+  std::string md = fmt::format(
+      "| lang | H | D = E/H | exact match % | BLEU | test loss | step ms | parameters | train MFLOP/token |\n"
+      "|---|---|---|---|---|---|---|---|---|\n");
+  // SVG: exact match (left) and step time (right) against H, one line per language.
+  std::map<std::string, std::vector<std::pair<int64_t, std::pair<MeanStd, MeanStd>>>> series;
+  for (const std::string& lang : o.langs)
+    for (int64_t h : o.heads) {
+      std::vector<double> em, bleu, loss, ms;
+      const RunResult* any = nullptr;
+      for (const RunResult& r : runs)
+        if (r.lang == lang && r.heads == h) {
+          em.push_back(r.exact_match);
+          bleu.push_back(r.bleu);
+          loss.push_back(r.loss);
+          ms.push_back(r.step_ms);
+          any = &r;
+        }
+      if (!any) continue;
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} |\n", lang, h, any->head_width,
+                        pm(mean_std(em), 1), pm(mean_std(bleu), 1), pm(mean_std(loss), 4), pm(mean_std(ms), 1),
+                        any->parameters, any->train_flops_per_token / 1e6);
+      series[lang].push_back({h, {mean_std(em), mean_std(ms)}});
+    }
+  md += fmt::format("\nMean ± sample std over {} seed(s) per row; {} training steps each, batch {}, d_model {}, "
+                    "d_ff {}, {}+{} layers; exact match, BLEU and loss on {} test sentences, greedy decoding.\n",
+                    o.seeds, o.training.steps, o.training.batch_size, o.model.d_model, o.model.d_ff,
+                    o.model.enc_layers, o.model.dec_layers, o.eval_size);
+  write_text(o.out_dir + "/heads.md", md);
+
+  // A small two-panel SVG plot (log2 H on x).
+  const double W = 360, Hh = 240, left = 50, top = 30, pw = 280, ph = 170;
+  std::string svg = fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' "
+                                "font-family='sans-serif' font-size='11'>\n", 2 * W, Hh);
+  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
+  for (int panel = 0; panel < 2; ++panel) {
+    double lo = 1e300, hi = -1e300;
+    for (auto& [lang, pts] : series)
+      for (auto& [h, v] : pts) {
+        const MeanStd& m = panel == 0 ? v.first : v.second;
+        lo = std::min(lo, m.mean - m.std);
+        hi = std::max(hi, m.mean + m.std);
+      }
+    if (!(hi > lo)) hi = lo + 1;
+    const double x0 = panel * W + left;
+    auto X = [&](int64_t h) {
+      const double a = std::log2(static_cast<double>(o.heads.front())), b = std::log2(static_cast<double>(o.heads.back()));
+      return x0 + (b > a ? (std::log2(static_cast<double>(h)) - a) / (b - a) : 0.5) * pw;
+    };
+    auto Y = [&](double v) { return top + ph - (v - lo) / (hi - lo) * ph; };
+    svg += fmt::format("<text x='{}' y='18' font-size='13'>{}</text>\n", x0,
+                       panel == 0 ? "test exact match (%) vs heads" : "training step (ms) vs heads");
+    svg += fmt::format("<rect x='{}' y='{}' width='{}' height='{}' fill='none' stroke='#888'/>\n", x0, top, pw, ph);
+    svg += fmt::format("<text x='{}' y='{}'>{:.1f}</text><text x='{}' y='{}'>{:.1f}</text>\n", x0 - 45, top + 10, hi,
+                       x0 - 45, top + ph, lo);
+    for (int64_t h : o.heads)
+      svg += fmt::format("<text x='{}' y='{}' text-anchor='middle'>{}</text>\n", X(h), top + ph + 15, h);
+    int ci = 0;
+    for (auto& [lang, pts] : series) {
+      const char* col = colors[ci++ % 4];
+      std::string path;
+      for (auto& [h, v] : pts) {
+        const MeanStd& m = panel == 0 ? v.first : v.second;
+        path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", X(h), Y(m.mean));
+        svg += fmt::format("<line x1='{0:.1f}' x2='{0:.1f}' y1='{1:.1f}' y2='{2:.1f}' stroke='{3}'/>\n", X(h),
+                           Y(m.mean - m.std), Y(m.mean + m.std), col);
+      }
+      svg += fmt::format("<path d='{}' fill='none' stroke='{}' stroke-width='2'/>\n", path, col);
+      svg += fmt::format("<text x='{}' y='{}' fill='{}'>{}</text>\n", x0 + pw - 30, top + 14 * ci, col, lang);
+    }
+  }
+  svg += "</svg>\n";
+  write_text(o.out_dir + "/heads.svg", svg);
+}
+
+namespace {
+
+// Which source word each target word should align with, per language.
+const std::map<std::string, std::vector<std::pair<std::string, std::string>>> kAlignments = {
+    {"de", {{"seventy", "siebzig"}, {"one", "ein"}, {"thousand", "tausend"}}},
+    {"fr", {{"seventy", "soixante"}, {"thousand", "mille"}}},
+    {"es", {{"seventy", "setenta"}, {"thousand", "mil"}}},
+};
+
+// The output positions whose tokens spell `word` (one word token, or its characters).
+std::vector<int64_t> find_word(const std::vector<std::string>& tokens, const std::string& word) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string joined;
+    for (size_t j = i; j < tokens.size() && joined.size() < word.size(); ++j) {
+      joined += tokens[j];
+      if (joined == word) {
+        std::vector<int64_t> span;
+        for (size_t k = i; k <= j; ++k) span.push_back(static_cast<int64_t>(k));
+        return span;
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model) {
+  const Translator& tr = corpus.translator;
+  const std::string lang = tr.task.lang;
+  std::string md = fmt::format("## Heads of the en→{} model (H = {}, seed 1)\n\n", lang, model.config.heads);
+
+  // Entropy and distance over test batches; ablation over the first sentences.
+  HeadStatistics stats;
+  std::vector<AblationBatch> batches;
+  const int64_t n = std::min<int64_t>(o.ablation_size, corpus.test.size());
+  for (int64_t start = 0; start < n; start += 64) {
+    std::vector<Example> ex;
+    for (int64_t i = start; i < std::min(n, start + 64); ++i) ex.push_back(corpus.test.get(i));
+    const Batch b = collate(ex);
+    stats.add_batch(model, b.src, b.tgt_in, b.src_key_padding_mask, b.tgt_key_padding_mask);
+    batches.push_back({b.src, b.tgt_in, b.tgt_out, b.src_key_padding_mask});
+  }
+  double baseline = 0;
+  const std::vector<HeadAblation> ablation = ablate_heads(model, batches, kPadId, &baseline);
+  const std::vector<HeadStat> st = stats.results();
+  md += fmt::format("Baseline test loss {:.4f} on {} sentences. Entropy in nats (ceiling: uniform over the visible "
+                    "keys); distance in positions |t − s|; ablation: loss with the head's output zeroed.\n\n",
+                    baseline, n);
+  md += "| module | head | entropy | uniform | mean distance | peak weight | loss without it | Δ loss |\n"
+        "|---|---|---|---|---|---|---|---|\n";
+  for (size_t i = 0; i < st.size(); ++i)
+    md += fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.3f} | {:.4f} | {:+.4f} |\n", st[i].module, st[i].head,
+                      st[i].entropy, st[i].uniform_entropy, st[i].mean_distance, st[i].max_weight, ablation[i].loss,
+                      ablation[i].delta);
+  std::vector<HeadAblation> sorted = ablation;
+  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.delta < b.delta; });
+  md += "\nCheapest heads to remove: ";
+  for (size_t i = 0; i < std::min<size_t>(3, sorted.size()); ++i)
+    md += fmt::format("{}{} head {} ({:+.4f})", i ? ", " : "", sorted[i].module, sorted[i].head, sorted[i].delta);
+  md += fmt::format(". Most costly: {} head {} ({:+.4f}).\n\n", sorted.back().module, sorted.back().head,
+                    sorted.back().delta);
+
+  // Pictures and alignment for the chosen inputs.
+  const std::string dir = o.out_dir + "/inspect-" + lang;
+  for (size_t k = 0; k < o.picture_inputs.size(); ++k) {
+    const std::string& text = o.picture_inputs[k];
+    std::vector<std::string> words = tr.src_tok->split(text);
+    std::vector<int64_t> ids = tr.src_vocab.encode(words);
+    words.push_back("<eos>");
+    ids.push_back(kEosId);
+    const Tensor src = Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+    DecodeOptions d;
+    d.max_len = model.config.max_len - 1;
+    const std::vector<int64_t> out = greedy_decode(model, src, Tensor(), d)[0].tokens;
+    const std::string translation = tr.show_target(out);
+    const AttentionPictures pics = draw_attention(model, words, src, out, tr.tgt_vocab);
+    const std::string sub = fmt::format("{}/input-{}", dir, k + 1);
+    write_attention_pictures(pics, sub, text, translation);
+    md += fmt::format("**\"{}\" → \"{}\"**: pictures in `inspect-{}/input-{}/index.html`.\n\n", text, translation, lang,
+                      k + 1);
+    // Alignment: the weight each cross-attention head puts on the source word
+    // while the decoder emits its translation (rows predicting the word's tokens).
+    const auto align = kAlignments.find(lang);
+    if (align == kAlignments.end()) continue;
+    const std::vector<std::string> out_tokens = tr.tgt_vocab.decode(out);
+    for (const auto& [src_word, tgt_word] : align->second) {
+      const auto col = std::find(words.begin(), words.end(), src_word);
+      const std::vector<int64_t> rows = find_word(out_tokens, tgt_word);
+      if (col == words.end() || rows.empty()) continue;
+      const int64_t c = col - words.begin();
+      const AttentionMap* best = nullptr;
+      double best_w = -1, uniform = 1.0 / static_cast<double>(words.size());
+      for (const AttentionMap& m : pics.maps) {
+        if (m.kind != "cross") continue;
+        double w = 0;
+        for (int64_t r : rows) w += m.weights[static_cast<size_t>(r) * m.cols.size() + static_cast<size_t>(c)];
+        w /= static_cast<double>(rows.size());
+        if (w > best_w) { best_w = w; best = &m; }
+      }
+      if (best)
+        md += fmt::format("- `{}` → `{}`: cross-attention layer {} head {} puts {:.0f}% of its weight on `{}` while "
+                          "emitting `{}` (uniform would be {:.0f}%).\n",
+                          src_word, tgt_word, best->layer, best->head, 100 * best_w, src_word, tgt_word, 100 * uniform);
+    }
+    md += "\n";
+  }
+  write_text(o.out_dir + "/inspect-" + lang + ".md", md);
+  return md;
+}
+
+std::string kv_bench(const StudyOptions& o, const Corpus& corpus) {
+  using clock = std::chrono::steady_clock;
+  TransformerConfig cfg = o.model;
+  cfg.heads = o.inspect_heads;
+  cfg.src_vocab = corpus.translator.src_vocab.size();
+  cfg.tgt_vocab = corpus.translator.tgt_vocab.size();
+  cfg.max_len = *std::max_element(o.kv_lengths.begin(), o.kv_lengths.end()) + 2;
+  Generator gen(7);
+  Seq2SeqTransformer model(cfg, gen, nullptr);  // timing and equality do not depend on training
+  model.eval();
+  std::vector<Example> ex;
+  for (int64_t i = 0; i < std::min<int64_t>(o.kv_batch, corpus.test.size()); ++i) ex.push_back(corpus.test.get(i));
+  const Batch b = collate(ex);
+  const int64_t B = b.src.size(0), S = b.src.size(1), E = cfg.d_model, L = cfg.dec_layers;
+
+  std::string md = fmt::format(
+      "Greedy decoding of {} test sources (S = {} with padding) to a fixed length (EOS ignored), decoder {} layers, "
+      "E = {}, H = {}, float32; median of {} runs.\n\n"
+      "| length | ms/step with cache | ms/step without | speedup | outputs identical | cache bytes | formula |\n"
+      "|---|---|---|---|---|---|---|\n",
+      B, S, L, E, cfg.heads, o.kv_repeats);
+  for (int64_t len : o.kv_lengths) {
+    DecodeOptions d;
+    d.max_len = len;
+    d.eos_id = -1;
+    double ms[2];
+    std::vector<Hypothesis> outs[2];
+    for (int cached = 0; cached < 2; ++cached) {
+      d.use_cache = cached == 0;
+      std::vector<double> times;
+      for (int64_t rep = 0; rep < o.kv_repeats; ++rep) {
+        const auto t0 = clock::now();
+        outs[cached] = greedy_decode(model, b.src, b.src_key_padding_mask, d);
+        times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count() / static_cast<double>(len));
+      }
+      std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+      ms[cached] = times[times.size() / 2];
+    }
+    bool same = true;
+    for (int64_t i = 0; i < B; ++i) same = same && outs[0][static_cast<size_t>(i)].tokens == outs[1][static_cast<size_t>(i)].tokens;
+    // The cache after `len` steps, filled the same way greedy_decode fills it.
+    KVCache cache = model.make_cache();
+    {
+      NoGradGuard no_grad;
+      const Tensor memory = model.encode(b.src, b.src_key_padding_mask);
+      Tensor tok = Tensor::full({B, 1}, static_cast<double>(kBosId), DType::i64);
+      for (int64_t t = 0; t < len; ++t) model.decode(tok, memory, b.src_key_padding_mask, Tensor(), &cache);
+    }
+    // Per decoder layer: self K, V [B, H, t, D] and cross K, V [B, H, S, D], float32.
+    const size_t formula = static_cast<size_t>(2 * L * B * (len + S) * E * 4);
+    md += fmt::format("| {} | {:.2f} | {:.2f} | {:.1f}x | {} | {} | {} |\n", len, ms[0], ms[1], ms[1] / ms[0],
+                      same ? "yes" : "NO", cache.bytes_used(), formula);
+    if (!same) fail<Error>("kv-bench", "decoding with and without the KV cache gave different outputs at length {}", len);
+    if (cache.bytes_used() != formula)
+      fail<Error>("kv-bench", "the cache holds {} bytes, the formula says {}", cache.bytes_used(), formula);
+  }
+  md += fmt::format("\nThe cache keeps, per decoder layer, the self-attention keys and values of every step so far, "
+                    "K and V [B, H, t, D], and the cross-attention keys and values projected once from the encoder "
+                    "memory, K and V [B, H, S, D]: 2·L·B·(t + S)·E floats in all (H·D = E, so the size does not "
+                    "depend on H). Without the cache each step re-runs the decoder over the whole prefix, so a step "
+                    "costs O(t) more and the total grows as O(t²).\n");
+  write_text(o.out_dir + "/kv-bench.md", md);
+  return md;
+}
+
+}  // namespace attograd::heads

@@ -1,0 +1,77 @@
+// The heads study: what does the number of attention heads buy on the
+// number-translation task, what do the heads learn, and what does the KV
+// cache keep? See docs/heads-study.md for a full run and its conclusions.
+//
+// Shape legend: B batch, S source length, T target length, E model width,
+// H heads, D = E / H head width, F feed-forward width, V target vocab.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "translation.h"
+
+namespace attograd::heads {
+
+struct StudyOptions {
+  std::string data_dir = "data/numbers";
+  std::string out_dir = "runs/heads";
+  std::vector<std::string> langs = {"fr", "de"};
+  std::vector<int64_t> heads = {1, 2, 4, 8, 16};
+  int64_t seeds = 3;
+  TransformerConfig model;     // d_model fixed across the grid; heads varies
+  TrainOptions training;       // a fixed step budget for every run
+  int64_t eval_size = 500;     // test sentences greedy-decoded per run
+  int64_t inspect_heads = 4;   // the model whose heads are inspected (one per language)
+  int64_t ablation_size = 256; // test sentences for the head ablation losses
+  std::vector<std::string> picture_inputs = {"seventy-one thousand", "seventy-one thousand and seventy-one"};
+  std::vector<int64_t> kv_lengths = {16, 32, 64, 128, 256};
+  int64_t kv_batch = 16;
+  int64_t kv_repeats = 3;
+};
+
+// One trained model of the grid.
+struct RunResult {
+  std::string lang;
+  int64_t heads = 0, head_width = 0;
+  uint64_t seed = 0;
+  double exact_match = 0, token_accuracy = 0, bleu = 0, loss = 0;  // on the test split
+  double step_ms = 0;           // mean training step time (forward, backward, AdamW)
+  int64_t parameters = 0;
+  double train_flops_per_token = 0;  // see flops_per_target_token
+};
+
+// The corpus of one language, tokenized once for every run.
+struct Corpus {
+  Translator translator;
+  VectorDataset train, test;
+};
+Corpus load_corpus(const std::string& data_dir, const std::string& lang);
+
+// Training FLOPs per target token (3x the forward matmul FLOPs: forward,
+// then backward to inputs and weights), from mean lengths S and T (with
+// EOS/BOS) and no padding:
+//   encoder layer, per sequence: S(8E² + 4EF) + 4S²E
+//   decoder layer, per sequence: T(8E² + 4E² + 4EF) + 4SE² + 4T²E + 4TSE
+//   output layer: 2TEV
+// Attention costs 4·L·L'·E whatever H is: heads split E, they do not add work.
+double flops_per_target_token(const TransformerConfig& c, double mean_src, double mean_tgt);
+
+// Trains one model of the grid and measures it; `keep` (if given) receives the model.
+RunResult train_run(const StudyOptions& o, const Corpus& corpus, int64_t heads, uint64_t seed,
+                    std::unique_ptr<Seq2SeqTransformer>* keep = nullptr);
+
+// heads.md (mean ± std per language and H), results.jsonl, heads.svg.
+void write_grid_report(const StudyOptions& o, const std::vector<RunResult>& runs);
+
+// Per-head entropy, distance, ablation and alignment for one trained model,
+// plus attention pictures for o.picture_inputs; writes inspect-<lang>.md and
+// inspect-<lang>/ (SVGs + index.html). Returns the Markdown.
+std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model);
+
+// Greedy decoding of o.kv_batch test sources to each length in o.kv_lengths,
+// with and without the KV cache: ms per step, speedup, identical outputs, and
+// the cache's bytes against its formula. Writes kv-bench.md; returns it.
+std::string kv_bench(const StudyOptions& o, const Corpus& corpus);
+
+}  // namespace attograd::heads
