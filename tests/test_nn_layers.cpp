@@ -156,6 +156,28 @@ TEST(MultiHeadAttention, CausalNeverSeesTheFuture) {
       for (int s = t + 1; s < 5; ++s) EXPECT_EQ(w[(h * 5 + t) * 5 + s], 0.0f);
 }
 
+TEST(MultiHeadAttention, CausalBackwardSendsNoGradientToTheFuture) {
+  // d out[t] / d x[s] is exactly 0 for every s > t: the masked scores were -inf,
+  // their probabilities exactly 0, so dS = P ⊙ (dP - rowsum) is 0 there too.
+  Generator gen(0), g(8);
+  MultiHeadAttention mha(8, 2, gen);
+  MHAOptions o;
+  o.is_causal = true;
+  for (int64_t t = 0; t < 5; ++t) {
+    Tensor x = Tensor::randn({1, 5, 8}, g).requires_grad_();
+    sum(mha.forward(x, x, x, o).out.narrow(1, t, 1)).backward();
+    const auto dx = x.grad().to_vector<float>();  // [1, 5, 8]
+    double past = 0;
+    for (int64_t s = 0; s < 5; ++s)
+      for (int64_t e = 0; e < 8; ++e) {
+        const float v = dx[static_cast<size_t>(s * 8 + e)];
+        if (s > t) EXPECT_EQ(v, 0.0f) << "query " << t << " sent gradient to future position " << s;
+        else past += std::abs(v);
+      }
+    EXPECT_GT(past, 0) << "query " << t << " must depend on its past";
+  }
+}
+
 TEST(MultiHeadAttention, KVCacheMatchesFullCausalForward) {
   Generator gen(0), g(7);
   MultiHeadAttention mha(16, 4, gen);
