@@ -3,7 +3,7 @@
 // where it started), eval reproduces the training run's test numbers,
 // translate gives one line per input from arguments, stdin or --input,
 // handles unknown words with <unk>, draws attention pictures, and every bad
-// input gets exit code 2 and one line on stderr.
+// input gets exit code 2 and one line on stderr; resuming is exact.
 //
 // Labelled "slow" (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
@@ -136,6 +136,21 @@ TEST_F(TranslateProgram, ShortTrainingLearnsThenEvalAndTranslateAgree) {
       EXPECT_NE(svg.find(kind == "dec-self" ? ">&lt;bos&gt;</text>" : ">seventy</text>"), std::string::npos) << file;
     }
   EXPECT_NE(read_text(pics + "/cross-L0-H0.svg").find(">&lt;eos&gt;</text>"), std::string::npos);
+}
+
+TEST_F(TranslateProgram, ResumingIsExact) {
+  // 12 steps straight vs 6 + resume to 12, with dropout: the same final model
+  // file, byte for byte. (The schedule must not depend on --steps, as cosine does.)
+  const std::vector<std::string> flags = {"--dropout", "0.1", "--schedule", "warmup", "--warmup", "3",
+                                          "--eval-every", "0", "--eval-size", "8"};
+  const std::string whole = dir_ + "/whole", split = dir_ + "/split";
+  train_small(whole, flags + std::vector<std::string>{"--steps", "12"});
+  train_small(split, flags + std::vector<std::string>{"--steps", "6"});
+  train_small(split, flags + std::vector<std::string>{"--steps", "12", "--resume"});
+  const std::string a = read_text(whole + "/step-00000012.model.safetensors");
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == read_text(split + "/step-00000012.model.safetensors"));
+  EXPECT_NE(a, read_text(split + "/step-00000006.model.safetensors"));
 }
 
 TEST_F(TranslateProgram, BadInputGetsOneLineAndExitCode2) {

@@ -39,7 +39,7 @@ size_t text_length(const std::string& s) {
 const char* kind_title(const std::string& kind) {
   if (kind == "enc-self") return "encoder self-attention";
   if (kind == "dec-self") return "decoder self-attention";
-  return "cross-attention (decoder -> source)";
+  return "cross-attention";
 }
 
 }  // namespace
@@ -97,12 +97,14 @@ std::string attention_svg(const AttentionMap& m) {
   const int left = pad + static_cast<int>(row_chars) * char_w + 6;
   const int top = title_h + pad + static_cast<int>(col_chars) * char_w + 6;
   const int R = static_cast<int>(m.rows.size()), C = static_cast<int>(m.cols.size());
-  const int width = std::max(left + C * cell + pad, 260), height = top + R * cell + pad;
+  const std::string title = fmt::format("{} · layer {} · head {}", kind_title(m.kind), m.layer, m.head);
+  const int title_w = 2 * pad + static_cast<int>(text_length(title)) * char_w;
+  const int width = std::max(left + C * cell + pad, title_w), height = top + R * cell + pad;
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "font-family=\"monospace\" font-size=\"13\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{}\" y=\"18\" font-weight=\"bold\">{} · layer {} · head {}</text>\n",
-      width, height, width, height, pad, kind_title(m.kind), m.layer, m.head);
+      "<text x=\"{}\" y=\"18\" font-weight=\"bold\">{}</text>\n",
+      width, height, width, height, pad, escape(title));
   for (int c = 0; c < C; ++c)  // key labels, vertical, above the columns
     s += fmt::format("<text transform=\"translate({},{}) rotate(-90)\" dominant-baseline=\"middle\">{}</text>\n",
                      left + c * cell + cell / 2, top - 6, escape(m.cols[c]));

@@ -40,12 +40,15 @@ TransformerConfig default_model() {
 
 TrainOptions default_training() {
   TrainOptions t;
-  t.steps = 2000;  // measured: 3,000 steps reach 100% test exact match, 2,000 already 99.6% on valid
+  // Measured (1 thread, shared machine): 2,000 steps reach 99.95% test exact
+  // match in 9:51 wall / 117 s CPU under heavy load; a 2,000-step run is at
+  // 98.75% after 1,000 steps, so 1,200 steps keep a wide margin on the 10 minutes.
+  t.steps = 1200;
   t.batch_size = 64;
   t.lr = 3e-3;
   t.schedule = "cosine";
   t.warmup = 200;
-  t.eval_every = 1000;
+  t.eval_every = 400;
   t.eval_size = 2000;
   return t;
 }
@@ -130,8 +133,9 @@ Translator make_translator(const Task& task, Vocab src, Vocab tgt) {
 cxxopts::Options make_options(const std::string& mode) {
   cxxopts::Options o("translate " + mode, "Translate English number words into French, German or Spanish.\n"
                      "Modes: train (default), eval, translate.");
-  o.add_options("data")
-      ("data", "corpus directory (train/valid/test/gen .tsv)", cxxopts::value<std::string>()->default_value("data/numbers"));
+  if (mode != "translate")
+    o.add_options("data")
+        ("data", "corpus directory (train/valid/test/gen .tsv)", cxxopts::value<std::string>()->default_value("data/numbers"));
   if (mode == "train") {
     o.add_options("data")("lang", "target language: fr, de or es", cxxopts::value<std::string>()->default_value("fr"));
     add_model_flags(o, default_model());
