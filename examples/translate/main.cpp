@@ -19,6 +19,7 @@
 #include "data/bleu.h"
 #include "data/parallel.h"
 #include "trainer.h"
+#include "translation.h"
 
 using namespace attograd;
 
@@ -50,83 +51,6 @@ TrainOptions default_training() {
   t.warmup = 200;
   t.eval_every = 400;
   t.eval_size = 2000;
-  return t;
-}
-
-struct Task {
-  std::string lang;           // target language: fr, de or es
-  std::string src_tokenizer;  // "hyphen"
-  std::string tgt_tokenizer;  // "hyphen" or "char"
-};
-
-Task task_for(const std::string& lang) {
-  return {lang, std::string(kNumberSourceTokenizer), number_target_tokenizer(lang)};
-}
-
-nlohmann::json task_json(const Task& t) {
-  return {{"task", "translate"}, {"source", kNumberSourceLanguage}, {"target", t.lang},
-          {"src_tokenizer", t.src_tokenizer}, {"tgt_tokenizer", t.tgt_tokenizer}};
-}
-
-Task task_from_json(const nlohmann::json& j, const std::string& file) {
-  try {
-    if (j.at("task").get<std::string>() != "translate")
-      fail<ValueError>("checkpoint", "{} is not a translate checkpoint (task '{}')", file, j.at("task").get<std::string>());
-    return {j.at("target").get<std::string>(), j.at("src_tokenizer").get<std::string>(),
-            j.at("tgt_tokenizer").get<std::string>()};
-  } catch (const nlohmann::json::exception& e) {
-    fail<IOError>("checkpoint", "{}: bad task metadata ({})", file, e.what());
-  }
-}
-
-// A split of the corpus: a name in --data (train, valid, test, gen) or a path to a TSV file.
-ParallelText read_split(const std::string& data_dir, const std::string& split, const std::string& lang) {
-  const bool is_path = split.find('/') != std::string::npos || split.ends_with(".tsv");
-  const std::string path = is_path ? split : data_dir + "/" + split + ".tsv";
-  if (!std::filesystem::exists(path))
-    fail<IOError>("data", "{} does not exist; hint: {}", path,
-                  is_path ? "check the path" : "--split is train, valid, test or gen, and --data the corpus directory "
-                                               "(data/numbers from the repository root)");
-  return read_parallel_tsv(path, kNumberSourceLanguage, lang);
-}
-
-// Everything the modes share once the vocabularies are known.
-struct Translator {
-  Task task;
-  Vocab src_vocab, tgt_vocab;
-  std::unique_ptr<Tokenizer> src_tok, tgt_tok;
-
-  std::string show_target(const std::vector<int64_t>& ids) const { return tgt_tok->join(tgt_vocab.decode(ids)); }
-  std::string show_source(const std::vector<int64_t>& ids) const { return src_tok->join(src_vocab.decode(ids)); }
-
-  // BLEU over target tokens (words for fr/es, characters for de) and chrF on the joined text.
-  void add_metrics(EvalResult& e) const {
-    if (e.outputs.empty()) return;
-    std::vector<TokenSeq> hyp, ref;
-    std::vector<std::string> hyp_text, ref_text;
-    for (size_t i = 0; i < e.outputs.size(); ++i) {
-      hyp.push_back(tgt_vocab.decode(e.outputs[i]));
-      ref.push_back(tgt_vocab.decode(e.references[i]));
-      hyp_text.push_back(tgt_tok->join(hyp.back()));
-      ref_text.push_back(tgt_tok->join(ref.back()));
-    }
-    e.extra.emplace_back("bleu", corpus_bleu(hyp, ref).score);
-    e.extra.emplace_back("chrf", corpus_chrf(hyp_text, ref_text));
-  }
-
-  TaskHooks hooks() const {
-    TaskHooks h;
-    h.task = task_json(task);
-    h.src_vocab = &src_vocab;
-    h.tgt_vocab = &tgt_vocab;
-    h.add_metrics = [this](EvalResult& e) { add_metrics(e); };
-    h.show = [this](const std::vector<int64_t>& ids, bool target) { return target ? show_target(ids) : show_source(ids); };
-    return h;
-  }
-};
-
-Translator make_translator(const Task& task, Vocab src, Vocab tgt) {
-  Translator t{task, std::move(src), std::move(tgt), make_tokenizer(task.src_tokenizer), make_tokenizer(task.tgt_tokenizer)};
   return t;
 }
 
@@ -192,21 +116,14 @@ Vocab vocab_from_meta(const std::vector<std::string>& tokens, const std::string&
 Loaded load_model(const std::string& path) {
   if (path.empty()) fail<ValueError>("flags", "--checkpoint is required; hint: pass the --checkpoint-dir used in training");
   Checkpoint c = load_checkpoint(path, false);
-  const Task task = task_from_json(c.meta.task, c.model_path);
-  Loaded l{nullptr, make_translator(task, vocab_from_meta(c.meta.vocab_src, c.model_path),
-                                    vocab_from_meta(c.meta.vocab_tgt, c.model_path))};
+  const TranslationTask task = TranslationTask::from_json(c.meta.task, c.model_path);
+  Loaded l{nullptr, Translator(task, vocab_from_meta(c.meta.vocab_src, c.model_path),
+                                vocab_from_meta(c.meta.vocab_tgt, c.model_path))};
   Generator gen(0);
   l.model = std::make_unique<Seq2SeqTransformer>(TransformerConfig::from_json(c.meta.config), gen, nullptr);
   l.model->load_state_dict(c.model);
   l.model->eval();
   return l;
-}
-
-std::string metrics_line(const EvalResult& e) {
-  std::string s = fmt::format("loss {:.4f}  token accuracy {:.2f}%  exact match {:.2f}%", e.loss, 100 * e.token_accuracy,
-                              100 * e.exact_match);
-  for (auto& [k, v] : e.extra) s += fmt::format("  {} {:.2f}", k == "bleu" ? "BLEU" : k == "chrf" ? "chrF" : k, v);
-  return s;
 }
 
 void show_samples(const Translator& tr, const EvalResult& e, int64_t n, bool wrong_only) {
@@ -223,26 +140,18 @@ void show_samples(const Translator& tr, const EvalResult& e, int64_t n, bool wro
 int train(const cxxopts::ParseResult& r) {
   TrainOptions opt = train_options_from(r, default_training());
   TransformerConfig cfg = model_config_from(r, default_model());
-  const Task task = task_for(r["lang"].as<std::string>());
+  const TranslationTask task = TranslationTask::for_language(r["lang"].as<std::string>());
   const std::string data_dir = r["data"].as<std::string>();
   const ParallelText train_text = read_split(data_dir, "train", task.lang);
   const ParallelText valid_text = read_split(data_dir, "valid", task.lang);
   const ParallelText test_text = read_split(data_dir, "test", task.lang);
   const std::string kernel = configure_threads(opt.threads);
 
-  const auto src_tok = make_tokenizer(task.src_tokenizer);
-  const auto tgt_tok = make_tokenizer(task.tgt_tokenizer);
-  const Translator tr = make_translator(task, Vocab::build(train_text.sources, *src_tok),
-                                        Vocab::build(train_text.targets, *tgt_tok));
+  const Translator tr = Translator::from_training_text(task, train_text);
   cfg.src_vocab = tr.src_vocab.size();
   cfg.tgt_vocab = tr.tgt_vocab.size();
-  const VectorDataset train_set = encode_parallel(train_text, *tr.src_tok, tr.src_vocab, *tr.tgt_tok, tr.tgt_vocab);
-  const VectorDataset valid_set = encode_parallel(valid_text, *tr.src_tok, tr.src_vocab, *tr.tgt_tok, tr.tgt_vocab);
-  const VectorDataset test_set = encode_parallel(test_text, *tr.src_tok, tr.src_vocab, *tr.tgt_tok, tr.tgt_vocab);
-  int64_t longest = 0;
-  for (const VectorDataset* d : {&train_set, &valid_set, &test_set})
-    for (const Example& e : d->examples())
-      longest = std::max<int64_t>(longest, static_cast<int64_t>(std::max(e.src.size(), e.tgt.size())));
+  const VectorDataset train_set = tr.encode(train_text), valid_set = tr.encode(valid_text), test_set = tr.encode(test_text);
+  const int64_t longest = longest_sequence({&train_set, &valid_set, &test_set});
   if (longest + 2 > cfg.max_len)
     fail<ValueError>("flags", "the corpus has sequences of {} tokens, which need --max-len >= {} (sequence + BOS/EOS)",
                      longest, longest + 2);
@@ -298,7 +207,7 @@ int eval(const cxxopts::ParseResult& r) {
   const std::string split = r["split"].as<std::string>();
   const ParallelText text = read_split(r["data"].as<std::string>(), split, l.tr.task.lang);
   if (text.size() == 0) fail<ValueError>("eval", "{} has no sentence pairs", text.name);
-  const VectorDataset data = encode_parallel(text, *l.tr.src_tok, l.tr.src_vocab, *l.tr.tgt_tok, l.tr.tgt_vocab);
+  const VectorDataset data = l.tr.encode(text);
   for (const Example& e : data.examples())
     if (static_cast<int64_t>(std::max(e.src.size(), e.tgt.size())) + 2 > l.model->config.max_len)
       fail<ValueError>("eval", "{} has a sentence of {} tokens; the model accepts at most {}", text.name,
