@@ -1,6 +1,13 @@
 // Small helpers shared by the tests.
 #pragma once
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -33,6 +40,57 @@ inline void expect_close(const Tensor& a, const Tensor& b, double rtol = 1e-6, d
     if (excess > worst) { worst = excess; at = i; }
   }
   EXPECT_LE(worst, 0.0) << "element " << at << ": " << va[at] << " vs " << vb[at];
+}
+
+// A program run as a subprocess (the CLI tests): exit code (128 + signal when
+// killed) and both streams. `scratch` is a directory for the captured files.
+struct ProgramOutcome {
+  int code = -1;
+  std::string out, err;
+};
+
+inline std::string read_text_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+inline ProgramOutcome run_program(const std::string& program, const std::vector<std::string>& args,
+                                  const std::string& scratch, const std::string& input = "") {
+  const std::string out = scratch + "/stdout.txt", err = scratch + "/stderr.txt", in = scratch + "/stdin.txt";
+  write_text_file(in, input);
+  std::string cmd = shell_quote(program);
+  for (const std::string& a : args) cmd.append(" ").append(shell_quote(a));
+  cmd.append(" <").append(shell_quote(in)).append(" >").append(shell_quote(out)).append(" 2>").append(shell_quote(err));
+  const int status = std::system(cmd.c_str());
+  ProgramOutcome r;
+  if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  else if (status != -1 && WIFSIGNALED(status)) r.code = 128 + WTERMSIG(status);
+  r.out = read_text_file(out);
+  r.err = read_text_file(err);
+  return r;
+}
+
+// The contract of every attograd program for bad input: exit code 2 and
+// exactly one line on stderr, "<program>: error: ...", holding `phrase`.
+inline void expect_one_line_error(const ProgramOutcome& r, const std::string& program, const std::string& phrase) {
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.err.ends_with("\n")) << r.err;
+  EXPECT_TRUE(r.err.starts_with(program + ": error: ")) << r.err;
+  EXPECT_NE(r.err.find(phrase), std::string::npos) << "'" << phrase << "' not in: " << r.err;
 }
 
 }  // namespace attograd::testing
