@@ -63,7 +63,8 @@ echo "killed $kills times, $recoveries recoveries, $corrupt corrupt checkpoints 
 
 # Full disk: room for the copied checkpoint and a few KB more, not for another.
 mkdir -p "$mnt"
-pair=("$ck"/step-$(printf '%08d' "$last").{model,train}.safetensors)
+final=$(newest "$ck")
+pair=("$ck"/step-$(printf '%08d' "$final").{model,train}.safetensors)
 used=$(du -ck "${pair[@]}" | tail -1 | cut -f1)
 if mount -t tmpfs -o size=$((used + 24))k tmpfs "$mnt" 2>/dev/null; then
   how="a $((used + 24)) KB tmpfs"; limit=()
