@@ -57,7 +57,8 @@ inline void vocab(std::string_view text) {
   } catch (const Error&) {
     return;
   }
-  for (int64_t i = 0; i < kNumSpecials; ++i) require(v.token(i) == Vocab::kSpecials[static_cast<size_t>(i)], "specials out of place");
+  for (int64_t i = 0; i < kNumSpecials; ++i)
+    require(v.token(i) == Vocab::kSpecials[static_cast<size_t>(i)], "specials out of place");
   std::string saved;
   for (const std::string& t : v.tokens()) saved.append(t).push_back('\n');
   require(Vocab::parse(saved, "round trip") == v, "vocab changed in a round trip");
@@ -90,8 +91,7 @@ inline void checkpoint(std::string_view bytes) {
     return;
   }
   try {
-    const CheckpointMeta meta = parse_checkpoint_meta(d.metadata, "fuzz");
-    require(meta.config.is_discarded() == false, "config parsed");
+    parse_checkpoint_meta(d.metadata, "fuzz");
   } catch (const Error&) {
   }
   try {

@@ -4,8 +4,8 @@
 // gets the same files and must throw a typed attograd::Error (IOError). Never
 // a crash, a hang or another exception type. tests/test_integration.cpp holds
 // the first copy_task cases (unknown flags, missing values, resume with other
-// flags, decode input); this file adds the rest. A new program adds its own
-// rows to ProgramCases with its name.
+// flags, decode input); this file adds the rest. A new program (translate)
+// gets its own TEST_F with its table, checked by expect_each_fails_cleanly.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -62,6 +62,17 @@ struct ProgramCase {
   std::vector<std::string> args;
   std::string phrase;  // must appear in the one stderr line
 };
+
+// Runs every case against `program` (a path in ATTOGRAD_BIN_DIR) and checks
+// the contract: exit code 2, one line "<name>: error: ..." holding the phrase.
+void expect_each_fails_cleanly(const std::string& name, const std::vector<ProgramCase>& cases,
+                               const std::string& scratch) {
+  const std::string program = std::string(ATTOGRAD_BIN_DIR) + "/" + name;
+  for (const ProgramCase& c : cases) {
+    SCOPED_TRACE(name + ": " + c.name);
+    testing::expect_one_line_error(testing::run_program(program, c.args, scratch), name, c.phrase);
+  }
+}
 
 const std::string kCopyTask = std::string(ATTOGRAD_BIN_DIR) + "/copy_task";
 const std::vector<std::string> kTiny = {"--d-model", "16", "--heads", "2", "--d-ff", "32", "--enc-layers", "1",
@@ -137,10 +148,7 @@ TEST_F(BadInput, CopyTaskFlagsAndFilesGetExitCode2AndOneClearLine) {
       {"sequence longer than max_len", {"decode", "--checkpoint", ck, "a b c d e a b c d e"},
        "sequence of 10 tokens exceeds the model's max_len 10"},
   };
-  for (const ProgramCase& c : cases) {
-    SCOPED_TRACE(c.name);
-    testing::expect_one_line_error(testing::run_program(kCopyTask, c.args, dir_), "copy_task", c.phrase);
-  }
+  expect_each_fails_cleanly("copy_task", cases, dir_);
   // Nothing above touched the good checkpoint.
   EXPECT_EQ(testing::read_text_file(model), model_bytes);
   EXPECT_EQ(list_checkpoints(ck), std::vector<int64_t>{2});

@@ -39,7 +39,13 @@ for ((i = 1; i <= kills; i++)); do
   before=$(newest "$ck")
   "$bin" train "${train[@]}" --steps 1000000 --checkpoint-dir "$ck" --resume > "$work/run.log" 2>&1 &
   pid=$!
-  sleep "0.$((RANDOM % 6 + 2))$((RANDOM % 10))"   # 0.20 .. 0.79 s
+  # Once it has resumed (startup is slow on a busy machine), kill it 0.05 .. 0.64 s into training.
+  for ((w = 0; w < 400; w++)); do
+    grep -q "^resumed from" "$work/run.log" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  sleep "0.$((RANDOM % 6))$((RANDOM % 10))5"
   kill -9 "$pid"
   wait "$pid" 2>/dev/null || true
   # The resumed run started from the newest checkpoint before it.
