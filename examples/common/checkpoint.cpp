@@ -76,7 +76,8 @@ CheckpointMeta parse_checkpoint_meta(const Metadata& md, const std::string& file
     const std::vector<std::string>* tokens;
     const char *meta_key, *config_key;
   };
-  for (const VocabKey& v : {VocabKey{&meta.vocab_src, "vocab_src", "src_vocab"}, VocabKey{&meta.vocab_tgt, "vocab_tgt", "tgt_vocab"}}) {
+  const VocabKey keys[] = {{&meta.vocab_src, "vocab_src", "src_vocab"}, {&meta.vocab_tgt, "vocab_tgt", "tgt_vocab"}};
+  for (const VocabKey& v : keys) {
     if (v.tokens->empty() || !meta.config.is_object() || !meta.config.contains(v.config_key) ||
         !meta.config[v.config_key].is_number_integer())
       continue;
