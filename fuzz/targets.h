@@ -1,7 +1,8 @@
 // The fuzz targets: each feeds arbitrary bytes to one loader and checks what
-// the loader promises. Bad input must end in a typed attograd::Error; any
-// other exception escapes (libFuzzer reports it as a crash, the regression
-// test as a failure), and so does a broken promise about accepted input.
+// the loader promises. Bad content must end in an IOError (the loaders' error
+// type, autograd/error.h); any other exception escapes (libFuzzer reports it
+// as a crash, the regression test as a failure), and so does a broken
+// promise about accepted input.
 // Shared by the libFuzzer programs (fuzz/<target>.cpp, clang only) and by
 // tests/test_fuzz_regressions.cpp, which replays fuzz/corpus/ and
 // fuzz/regressions/ in every normal build.
@@ -32,7 +33,7 @@ inline void safetensors(std::string_view bytes) {
   SafetensorsData d;
   try {
     d = parse_safetensors(bytes, "fuzz");
-  } catch (const Error&) {
+  } catch (const IOError&) {
     return;
   }
   const SafetensorsData back = parse_safetensors(serialize_safetensors(d.tensors, d.metadata), "round trip");
@@ -54,7 +55,7 @@ inline void vocab(std::string_view text) {
   Vocab v;
   try {
     v = Vocab::parse(text, "fuzz");
-  } catch (const Error&) {
+  } catch (const IOError&) {
     return;
   }
   for (int64_t i = 0; i < kNumSpecials; ++i)
@@ -70,7 +71,7 @@ inline void tsv(std::string_view text) {
   TsvTable t;
   try {
     t = parse_tsv(text, 2, "fuzz");
-  } catch (const Error&) {
+  } catch (const IOError&) {
     return;
   }
   require(t.rows.size() == t.line_numbers.size(), "one line number per row");
@@ -87,16 +88,16 @@ inline void checkpoint(std::string_view bytes) {
   SafetensorsData d;
   try {
     d = parse_safetensors(bytes, "fuzz");
-  } catch (const Error&) {
+  } catch (const IOError&) {
     return;
   }
   try {
     parse_checkpoint_meta(d.metadata, "fuzz");
-  } catch (const Error&) {
+  } catch (const IOError&) {
   }
   try {
     parse_train_progress(d.tensors, "fuzz");
-  } catch (const Error&) {
+  } catch (const IOError&) {
   }
 }
 

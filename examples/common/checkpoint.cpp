@@ -101,7 +101,12 @@ TrainProgress parse_train_progress(const TensorMap& tensors, const std::string& 
   auto words = rng->second.to_vector<int64_t>();
   for (size_t i = 0; i < 4; ++i) p.rng[i] = static_cast<uint64_t>(words[i]);
   auto best = tensors.find("train.best_eval_loss");
-  if (best != tensors.end()) p.best_eval_loss = best->second.item();
+  if (best != tensors.end()) {
+    if (!is_floating(best->second.dtype()) || best->second.numel() != 1)
+      fail<IOError>("checkpoint", "{}: malformed 'train.best_eval_loss' (expected one float, got {} {})", file,
+                    dtype_name(best->second.dtype()), shape_str(best->second.shape()));
+    p.best_eval_loss = best->second.item();
+  }
   return p;
 }
 
