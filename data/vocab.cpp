@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 
 #include "autograd/error.h"
 #include "data/tokenizer.h"
@@ -138,30 +139,41 @@ void Vocab::save(const std::string& path) const {
 Vocab Vocab::load(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail<IOError>("Vocab::load", "cannot open '{}'; hint: check the path", path);
+  std::ostringstream text;
+  text << f.rdbuf();
+  if (f.bad()) fail<IOError>("Vocab::load", "reading '{}' failed", path);
+  return parse(text.view(), path);
+}
+
+Vocab Vocab::parse(std::string_view text, std::string_view source) {
   Vocab v;
-  std::string line;
   int64_t lineno = 0;
-  while (std::getline(f, line)) {
+  while (!text.empty()) {  // a missing final newline is fine
+    const size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
     ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF files
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF files
     if (lineno <= kNumSpecials) {
       const std::string_view want = kSpecials[static_cast<size_t>(lineno - 1)];
       if (line != want)
         fail<IOError>("Vocab::load", "'{}' line {}: expected '{}', got '{}'; hint: the file must start with "
-                      "<pad> <bos> <eos> <unk>, one per line", path, lineno, want, line);
+                      "<pad> <bos> <eos> <unk>, one per line", source, lineno, want, line);
       continue;
     }
     if (line.empty())
-      fail<IOError>("Vocab::load", "'{}' line {}: empty token; hint: one non-empty token per line", path, lineno);
+      fail<IOError>("Vocab::load", "'{}' line {}: empty token; hint: one non-empty token per line", source, lineno);
+    if (line.find('\r') != std::string_view::npos)
+      fail<IOError>("Vocab::load", "'{}' line {}: token holds a carriage return; hint: one token per line",
+                    source, lineno);
     if (v.contains(line))
-      fail<IOError>("Vocab::load", "'{}' line {}: duplicate token '{}' (first on line {})", path, lineno, line,
+      fail<IOError>("Vocab::load", "'{}' line {}: duplicate token '{}' (first on line {})", source, lineno, line,
                     v.id(line) + 1);
     v.add(line);
   }
-  if (f.bad()) fail<IOError>("Vocab::load", "reading '{}' failed", path);
   if (lineno < kNumSpecials)
     fail<IOError>("Vocab::load", "'{}' has {} line(s); expected at least the 4 special tokens <pad> <bos> "
-                  "<eos> <unk>", path, lineno);
+                  "<eos> <unk>", source, lineno);
   return v;
 }
 

@@ -64,6 +64,8 @@ class Vocab {
   // IOError when the file is missing or corrupt (the four specials not first
   // in order, an empty line, a duplicate token); the message names the line.
   static Vocab load(const std::string& path);
+  // The same format held in memory (what load reads); `source` names it in errors.
+  static Vocab parse(std::string_view text, std::string_view source = "<vocab>");
 
   bool operator==(const Vocab& other) const { return tokens_ == other.tokens_; }
 

@@ -46,7 +46,7 @@ int count_matches(const std::string& text, const std::regex& re) {
 
 TEST_F(HeadsStudy, QuickRunWritesEveryOutput) {
   const std::string out = dir_ + "/study";
-  const auto r = run_program(kProgram, {"--quick", "--out", out, "--data", kData, "--heads", "1,2"}, "", dir_);
+  const auto r = run_program(kProgram, {"--quick", "--out", out, "--data", kData, "--heads", "1,2"}, dir_);
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_EQ(r.err, "");
 
@@ -101,7 +101,7 @@ TEST_F(HeadsStudy, BadFlagsGetOneLineAndExitCode2) {
   for (const auto& [args, phrase] : cases) {
     std::vector<std::string> a = args;
     a.insert(a.end(), {"--out", dir_ + "/o"});
-    const auto r = run_program(kProgram, a, "", dir_);
+    const auto r = run_program(kProgram, a, dir_);
     EXPECT_EQ(r.code, 2) << phrase << ": " << r.err;
     EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
     EXPECT_NE(r.err.find(phrase), std::string::npos) << "'" << phrase << "' not in: " << r.err;

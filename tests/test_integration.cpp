@@ -15,41 +15,18 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kProgram = std::string(ATTOGRAD_BIN_DIR) + "/copy_task";
 
-struct Outcome {
-  int code = -1;  // exit code, or 128 + signal
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
+using Outcome = attograd::testing::ProgramOutcome;
+using attograd::testing::lines_of;
+using attograd::testing::read_text;
+using attograd::testing::write_text;
 
 // A small, fast model and task; every run below starts from these flags.
 const std::vector<std::string> kSmall = {"--d-model", "32", "--heads", "2", "--d-ff", "64", "--enc-layers", "1",
@@ -81,19 +58,7 @@ class CopyTaskProgram : public ::testing::Test {
 
   // Runs copy_task with `args` (and `input` on stdin), capturing both streams.
   Outcome run(const std::vector<std::string>& args, const std::string& input = "") {
-    const std::string out = path("stdout.txt"), err = path("stderr.txt"), in = path("stdin.txt");
-    write_text(in, input);
-    // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
-    std::string cmd = quote(kProgram);
-    for (const std::string& a : args) cmd.append(" ").append(quote(a));
-    cmd.append(" <").append(quote(in)).append(" >").append(quote(out)).append(" 2>").append(quote(err));
-    const int status = std::system(cmd.c_str());
-    Outcome r;
-    if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
-    else if (status != -1 && WIFSIGNALED(status)) r.code = 128 + WTERMSIG(status);
-    r.out = read_text(out);
-    r.err = read_text(err);
-    return r;
+    return attograd::testing::run_program(kProgram, args, dir_, input);
   }
 
   std::string dir_;

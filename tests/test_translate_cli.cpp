@@ -68,7 +68,7 @@ class TranslateProgram : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_, ec);
   }
   ProgramOutcome run(const std::vector<std::string>& args, const std::string& input = "") {
-    return attograd::testing::run_program(kProgram, args, input, dir_);
+    return attograd::testing::run_program(kProgram, args, dir_, input);
   }
   std::string train_small(const std::string& ck, const std::vector<std::string>& extra) {
     const ProgramOutcome t = run(std::vector<std::string>{"train", "--lang", "fr", "--data", data_} + kSmall +

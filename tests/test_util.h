@@ -2,6 +2,7 @@
 #pragma once
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
@@ -62,10 +63,12 @@ inline void expect_close(const Tensor& a, const Tensor& b, double rtol = 1e-6, d
   EXPECT_LE(worst, 0.0) << "element " << at << ": " << va[at] << " vs " << vb[at];
 }
 
-}  // namespace attograd::testing
-
-// ---- running a program (CLI integration tests) ----
-namespace attograd::testing {
+// A program run as a subprocess (the CLI tests): exit code (128 + signal when
+// killed) and both streams. `scratch` is a directory for the captured files.
+struct ProgramOutcome {
+  int code = -1;
+  std::string out, err;
+};
 
 inline std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -86,25 +89,19 @@ inline std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-struct ProgramOutcome {
-  int code = -1;  // exit code, or 128 + signal
-  std::string out, err;
-};
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
 
-// Runs `program args...` with `input` on stdin and captures both streams,
-// through files in `scratch_dir` (arguments are shell-quoted).
 inline ProgramOutcome run_program(const std::string& program, const std::vector<std::string>& args,
-                                  const std::string& input, const std::string& scratch_dir) {
-  auto quote = [](const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
-  const std::string out = scratch_dir + "/stdout.txt", err = scratch_dir + "/stderr.txt", in = scratch_dir + "/stdin.txt";
+                                  const std::string& scratch, const std::string& input = "") {
+  const std::string out = scratch + "/stdout.txt", err = scratch + "/stderr.txt", in = scratch + "/stdin.txt";
   write_text(in, input);
-  std::string cmd = quote(program);
-  for (const std::string& a : args) cmd.append(" ").append(quote(a));
-  cmd.append(" <").append(quote(in)).append(" >").append(quote(out)).append(" 2>").append(quote(err));
+  std::string cmd = shell_quote(program);
+  for (const std::string& a : args) cmd.append(" ").append(shell_quote(a));
+  cmd.append(" <").append(shell_quote(in)).append(" >").append(shell_quote(out)).append(" 2>").append(shell_quote(err));
   const int status = std::system(cmd.c_str());
   ProgramOutcome r;
   if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
@@ -112,6 +109,16 @@ inline ProgramOutcome run_program(const std::string& program, const std::vector<
   r.out = read_text(out);
   r.err = read_text(err);
   return r;
+}
+
+// The contract of every attograd program for bad input: exit code 2 and
+// exactly one line on stderr, "<program>: error: ...", holding `phrase`.
+inline void expect_one_line_error(const ProgramOutcome& r, const std::string& program, const std::string& phrase) {
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.err.ends_with("\n")) << r.err;
+  EXPECT_TRUE(r.err.starts_with(program + ": error: ")) << r.err;
+  EXPECT_NE(r.err.find(phrase), std::string::npos) << "'" << phrase << "' not in: " << r.err;
 }
 
 }  // namespace attograd::testing

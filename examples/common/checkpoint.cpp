@@ -48,36 +48,67 @@ std::vector<std::string> parse_vocab(const Metadata& md, const std::string& key,
 
 void load_model_file(Checkpoint& c) {
   SafetensorsData d = load_safetensors(c.model_path);
-  auto fmt_it = d.metadata.find("format");
-  if (fmt_it == d.metadata.end() || fmt_it->second != kFormat)
-    fail<IOError>("checkpoint", "{} is not an attograd checkpoint (metadata 'format' should be '{}')", c.model_path, kFormat);
+  c.meta = parse_checkpoint_meta(d.metadata, c.model_path);
   c.model = std::move(d.tensors);
-  c.meta.config = parse_json(d.metadata, "config", c.model_path);
-  c.meta.task = parse_json(d.metadata, "task", c.model_path);
-  c.meta.vocab_src = parse_vocab(d.metadata, "vocab_src", c.model_path);
-  c.meta.vocab_tgt = parse_vocab(d.metadata, "vocab_tgt", c.model_path);
 }
 
 void load_train_file(Checkpoint& c) {
   SafetensorsData d = load_safetensors(c.train_path);
-  const std::string& f = c.train_path;
-  TrainProgress& p = c.progress;
-  p.step = get_i64(d.tensors, "train.step", f);
-  p.loader.epoch = get_i64(d.tensors, "loader.epoch", f);
-  p.loader.position = get_i64(d.tensors, "loader.position", f);
-  p.schedule_step = get_i64(d.tensors, "schedule.last_step", f);
-  auto rng = d.tensors.find("rng.dropout");
-  if (rng == d.tensors.end() || rng->second.dtype() != DType::i64 || rng->second.numel() != 4)
-    fail<IOError>("checkpoint", "{}: missing or malformed 'rng.dropout'", f);
-  auto words = rng->second.to_vector<int64_t>();
-  for (size_t i = 0; i < 4; ++i) p.rng[i] = static_cast<uint64_t>(words[i]);
-  auto best = d.tensors.find("train.best_eval_loss");
-  if (best != d.tensors.end()) p.best_eval_loss = best->second.item();
+  c.progress = parse_train_progress(d.tensors, c.train_path);
   for (auto& [k, t] : d.tensors)
     if (k.rfind("optim.", 0) == 0) c.optimizer[k.substr(6)] = t;
 }
 
 }  // namespace
+
+CheckpointMeta parse_checkpoint_meta(const Metadata& md, const std::string& file) {
+  auto fmt_it = md.find("format");
+  if (fmt_it == md.end() || fmt_it->second != kFormat)
+    fail<IOError>("checkpoint", "{} is not an attograd checkpoint (metadata 'format' should be '{}')", file, kFormat);
+  CheckpointMeta meta;
+  meta.config = parse_json(md, "config", file);
+  meta.task = parse_json(md, "task", file);
+  meta.vocab_src = parse_vocab(md, "vocab_src", file);
+  meta.vocab_tgt = parse_vocab(md, "vocab_tgt", file);
+  // A vocab that does not fit the model would only fail later, as an
+  // embedding index error far from its cause.
+  struct VocabKey {
+    const std::vector<std::string>* tokens;
+    const char *meta_key, *config_key;
+  };
+  const VocabKey keys[] = {{&meta.vocab_src, "vocab_src", "src_vocab"}, {&meta.vocab_tgt, "vocab_tgt", "tgt_vocab"}};
+  for (const VocabKey& v : keys) {
+    if (v.tokens->empty() || !meta.config.is_object() || !meta.config.contains(v.config_key) ||
+        !meta.config[v.config_key].is_number_integer())
+      continue;
+    const int64_t want = meta.config[v.config_key].get<int64_t>();
+    if (static_cast<int64_t>(v.tokens->size()) != want)
+      fail<IOError>("checkpoint", "{}: metadata '{}' holds {} tokens, but the model config says {} {}; hint: the file "
+                    "was edited, or mixed from two checkpoints", file, v.meta_key, v.tokens->size(), v.config_key, want);
+  }
+  return meta;
+}
+
+TrainProgress parse_train_progress(const TensorMap& tensors, const std::string& file) {
+  TrainProgress p;
+  p.step = get_i64(tensors, "train.step", file);
+  p.loader.epoch = get_i64(tensors, "loader.epoch", file);
+  p.loader.position = get_i64(tensors, "loader.position", file);
+  p.schedule_step = get_i64(tensors, "schedule.last_step", file);
+  auto rng = tensors.find("rng.dropout");
+  if (rng == tensors.end() || rng->second.dtype() != DType::i64 || rng->second.numel() != 4)
+    fail<IOError>("checkpoint", "{}: missing or malformed 'rng.dropout'", file);
+  auto words = rng->second.to_vector<int64_t>();
+  for (size_t i = 0; i < 4; ++i) p.rng[i] = static_cast<uint64_t>(words[i]);
+  auto best = tensors.find("train.best_eval_loss");
+  if (best != tensors.end()) {
+    if (!is_floating(best->second.dtype()) || best->second.numel() != 1)
+      fail<IOError>("checkpoint", "{}: malformed 'train.best_eval_loss' (expected one float, got {} {})", file,
+                    dtype_name(best->second.dtype()), shape_str(best->second.shape()));
+    p.best_eval_loss = best->second.item();
+  }
+  return p;
+}
 
 void remove_stale_temporaries(const std::string& dir) {
   std::error_code ec;
@@ -165,8 +196,15 @@ Checkpoint load_checkpoint(const std::string& path, bool need_train_state) {
       fail<IOError>("checkpoint", "{} does not exist; hint: pass a checkpoint directory or a .model.safetensors file",
                     path);
     prefix = path;
+    bool suffixed = false;
     for (const char* suffix : {".model.safetensors", ".train.safetensors"})
-      if (prefix.size() > std::strlen(suffix) && prefix.ends_with(suffix)) prefix.resize(prefix.size() - std::strlen(suffix));
+      if (prefix.size() > std::strlen(suffix) && prefix.ends_with(suffix)) {
+        prefix.resize(prefix.size() - std::strlen(suffix));
+        suffixed = true;
+      }
+    if (!suffixed && fs::is_regular_file(path, ec))
+      fail<IOError>("checkpoint", "{} is not a checkpoint; hint: pass a checkpoint directory, a "
+                    "step-N.model.safetensors file or a step-N prefix", path);
   }
   c.model_path = prefix + ".model.safetensors";
   c.train_path = prefix + ".train.safetensors";

@@ -62,6 +62,11 @@ void mark_best(const std::string& dir, int64_t step);
 // model file (…model.safetensors; the train file beside it is optional unless
 // need_train_state) or a step prefix. IOError naming the file when missing or corrupt.
 Checkpoint load_checkpoint(const std::string& path, bool need_train_state);
+// The two halves of load_checkpoint, for files already parsed (and for the
+// fuzzer): a model file's metadata, and a train file's tensors (optimizer
+// entries aside). IOError naming `file` when a key is missing or malformed.
+CheckpointMeta parse_checkpoint_meta(const Metadata& metadata, const std::string& file);
+TrainProgress parse_train_progress(const TensorMap& tensors, const std::string& file);
 // Steps of the complete checkpoints in dir, oldest first.
 std::vector<int64_t> list_checkpoints(const std::string& dir);
 // Removes temporary files left by an interrupted write (*.tmp.*).

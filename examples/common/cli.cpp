@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <exception>
 
 #include <cxxopts.hpp>
@@ -11,6 +12,10 @@
 namespace attograd::cli {
 
 int guarded_main(const char* program, const std::function<int()>& body) {
+  // Past a file size limit (ulimit -f) a write then fails with EFBIG, which
+  // the checkpoint writer reports like a full disk, instead of SIGXFSZ
+  // killing the program mid-run.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     return body();
   } catch (const cxxopts::exceptions::exception& e) {

@@ -48,7 +48,8 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("eval-every", "evaluate every N steps (0: only at the end)", cxxopts::value<int64_t>()->default_value(std::to_string(d.eval_every)))
       ("eval-size", "held-out examples", cxxopts::value<int64_t>()->default_value(std::to_string(d.eval_size)))
       ("log", "write JSON-lines metrics to this file", cxxopts::value<std::string>()->default_value(d.log_path))
-      ("checkpoint-dir", "write checkpoints here", cxxopts::value<std::string>()->default_value(d.checkpoint_dir))
+      ("checkpoint-dir", "write checkpoints here (atomically; if a write fails, e.g. the disk is full, training stops "
+       "with exit code 2 and the previous checkpoint stays intact)", cxxopts::value<std::string>()->default_value(d.checkpoint_dir))
       ("checkpoint-every", "checkpoint every N steps (0: at every eval)", cxxopts::value<int64_t>()->default_value(std::to_string(d.checkpoint_every)))
       ("keep-last", "checkpoints to keep", cxxopts::value<int64_t>()->default_value(std::to_string(d.keep_last)))
       ("resume", "continue from the newest checkpoint in --checkpoint-dir")
@@ -90,7 +91,7 @@ TransformerConfig model_config_from(const cxxopts::ParseResult& r, TransformerCo
 TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   t.steps = in_range<int64_t>(r, "steps", 1, int64_t{1} << 40);
   t.batch_size = in_range<int64_t>(r, "batch-size", 1, 1 << 16);
-  t.lr = in_range<double>(r, "lr", 1e-12, 10.0);
+  t.lr = in_range<double>(r, "lr", 1e-12, 1e6);
   t.schedule = r["schedule"].as<std::string>();
   if (t.schedule != "constant" && t.schedule != "warmup" && t.schedule != "cosine" && t.schedule != "noam" &&
       t.schedule != "step")

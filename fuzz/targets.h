@@ -1,0 +1,104 @@
+// The fuzz targets: each feeds arbitrary bytes to one loader and checks what
+// the loader promises. Bad content must end in an IOError (the loaders' error
+// type, autograd/error.h); any other exception escapes (libFuzzer reports it
+// as a crash, the regression test as a failure), and so does a broken
+// promise about accepted input.
+// Shared by the libFuzzer programs (fuzz/<target>.cpp, clang only) and by
+// tests/test_fuzz_regressions.cpp, which replays fuzz/corpus/ and
+// fuzz/regressions/ in every normal build.
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "autograd/error.h"
+#include "autograd/io/safetensors.h"
+#include "checkpoint.h"
+#include "data/tsv.h"
+#include "data/vocab.h"
+
+namespace attograd::fuzz {
+
+// A promise that accepted input must keep; its failure is a bug, not bad input.
+struct BrokenPromise : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
+inline void require(bool ok, const char* what) {
+  if (!ok) throw BrokenPromise(what);
+}
+
+// safetensors: whatever parses re-serializes to a file that parses to the same
+// tensors and metadata.
+inline void safetensors(std::string_view bytes) {
+  SafetensorsData d;
+  try {
+    d = parse_safetensors(bytes, "fuzz");
+  } catch (const IOError&) {
+    return;
+  }
+  const SafetensorsData back = parse_safetensors(serialize_safetensors(d.tensors, d.metadata), "round trip");
+  require(back.metadata == d.metadata, "metadata changed in a round trip");
+  require(back.tensors.size() == d.tensors.size(), "tensor count changed in a round trip");
+  for (const auto& [name, t] : d.tensors) {
+    const Tensor& u = back.tensors.at(name);
+    require(u.dtype() == t.dtype() && u.shape() == t.shape(), "dtype or shape changed in a round trip");
+    const size_t n = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
+    require(n == 0 || std::string_view(static_cast<const char*>(t.raw_data()), n) ==
+                          std::string_view(static_cast<const char*>(u.raw_data()), n),
+            "bytes changed in a round trip");
+  }
+}
+
+// Vocab: a loaded vocab starts with the specials, and its own file format
+// (one token per line) loads back to the same vocab.
+inline void vocab(std::string_view text) {
+  Vocab v;
+  try {
+    v = Vocab::parse(text, "fuzz");
+  } catch (const IOError&) {
+    return;
+  }
+  for (int64_t i = 0; i < kNumSpecials; ++i)
+    require(v.token(i) == Vocab::kSpecials[static_cast<size_t>(i)], "specials out of place");
+  std::string saved;
+  for (const std::string& t : v.tokens()) saved.append(t).push_back('\n');
+  require(Vocab::parse(saved, "round trip") == v, "vocab changed in a round trip");
+}
+
+// TSV with 2 columns (the parallel corpora): every row has exactly 2
+// non-empty fields without tabs or line breaks, one line number each.
+inline void tsv(std::string_view text) {
+  TsvTable t;
+  try {
+    t = parse_tsv(text, 2, "fuzz");
+  } catch (const IOError&) {
+    return;
+  }
+  require(t.rows.size() == t.line_numbers.size(), "one line number per row");
+  for (const auto& row : t.rows) {
+    require(row.size() == 2, "2 fields per row");
+    for (const std::string& f : row)
+      require(!f.empty() && f.find_first_of("\t\r\n") == std::string::npos, "fields are non-empty, on one line");
+  }
+}
+
+// Checkpoint files: a model file's metadata and a train file's progress
+// either parse or give a typed error.
+inline void checkpoint(std::string_view bytes) {
+  SafetensorsData d;
+  try {
+    d = parse_safetensors(bytes, "fuzz");
+  } catch (const IOError&) {
+    return;
+  }
+  try {
+    parse_checkpoint_meta(d.metadata, "fuzz");
+  } catch (const IOError&) {
+  }
+  try {
+    parse_train_progress(d.tensors, "fuzz");
+  } catch (const IOError&) {
+  }
+}
+
+}  // namespace attograd::fuzz
