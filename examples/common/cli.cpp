@@ -8,9 +8,12 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
+#include "autograd/blas_kernel.h"
+
 namespace attograd::cli {
 
 int guarded_main(const char* program, const std::function<int()>& body) {
+  ensure_fast_blas_kernel();  // may re-execute the program once, with OPENBLAS_CORETYPE set
   try {
     return body();
   } catch (const cxxopts::exceptions::exception& e) {
