@@ -168,13 +168,13 @@ def bench_decode(torch, tt, lib, name, threads, batch, lengths, repeats, seed, k
     gen = torch.Generator().manual_seed(seed)
     src = make_batch(torch, c, gen, batch)[0]
     with torch.no_grad():
+        greedy_no_cache(torch, model, src, 4)  # warm-up
         for length in lengths:
             times = []
-            for r in range(repeats + 1):
+            for _ in range(repeats):
                 t0 = time.perf_counter()
                 greedy_no_cache(torch, model, src, length)
-                if r > 0:
-                    times.append((time.perf_counter() - t0) * 1e3)
+                times.append((time.perf_counter() - t0) * 1e3)
             t = statistics.median(times)
             print(f"{prefix('decode', name, threads, kernel)} batch={batch} len={length} cache=no ms={t:.3f} "
                   f"tok_s={batch * length / (t / 1e3):.0f} peak_rss_mb={peak_rss_mb():.1f}", flush=True)

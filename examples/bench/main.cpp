@@ -3,7 +3,7 @@
 // (tools/bench_torch.py prints the same lines; scripts/bench runs both).
 //
 //   bench [--config tiny|base|all] [--threads 1,2] [--warmup 5] [--steps 50]
-//   bench --decode [--lengths 32,128] [--decode-batch 64]
+//   bench --decode [--lengths 32,128] [--decode-batch 64] [--repeats 3] [--no-cache-up-to N]
 //
 // Shape legend: B batch, L sequence length (S = T = L), E d_model, F d_ff,
 // V vocab, H heads, N_e / N_d encoder / decoder layers.
@@ -169,7 +169,7 @@ std::vector<int64_t> greedy(Seq2SeqTransformer& model, const Tensor& src, int64_
 }
 
 void bench_decode(const BenchConfig& c, int threads, int64_t batch, const std::vector<int64_t>& lengths,
-                  int64_t repeats, uint64_t seed) {
+                  int64_t repeats, int64_t no_cache_up_to, uint64_t seed) {
   const std::string kernel = configure_threads(threads);
   Generator gen(seed);
   Seq2SeqTransformer model(model_config(c), gen, nullptr);
@@ -178,16 +178,17 @@ void bench_decode(const BenchConfig& c, int threads, int64_t batch, const std::v
   BenchConfig bc = c;
   bc.batch = batch;
   const Tensor src = make_batch(bc, rng).src;
+  for (bool use_cache : {true, false}) greedy(model, src, 4, use_cache);  // warm-up
   for (int64_t len : lengths) {
     std::vector<int64_t> with_cache;
     for (bool use_cache : {true, false}) {
+      if (!use_cache && len > no_cache_up_to) continue;
       std::vector<double> ms;
       std::vector<int64_t> out;
-      for (int64_t r = 0; r < repeats + 1; ++r) {  // the first run warms up
+      for (int64_t r = 0; r < repeats; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         out = greedy(model, src, len, use_cache);
-        const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        if (r > 0) ms.push_back(dt);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       }
       if (use_cache) with_cache = out;
       const double t = median(ms);
@@ -229,7 +230,9 @@ int main(int argc, char** argv) {
         ("decode", "time greedy decoding on the base model instead of training")
         ("lengths", "decode lengths", cxxopts::value<std::string>()->default_value("32,128"))
         ("decode-batch", "sequences decoded at once", cxxopts::value<int64_t>()->default_value("64"))
-        ("repeats", "timed decode runs per setting", cxxopts::value<int64_t>()->default_value("3"))
+        ("repeats", "timed decode runs per setting (median reported)", cxxopts::value<int64_t>()->default_value("3"))
+        ("no-cache-up-to", "decode without the cache only up to this length",
+         cxxopts::value<int64_t>()->default_value("254"))
         ("seed", "weights and data", cxxopts::value<uint64_t>()->default_value("1"))
         ("h,help", "show this help");
     auto r = o.parse(argc, argv);
@@ -250,7 +253,8 @@ int main(int argc, char** argv) {
       const auto lengths = parse_list<int64_t>("lengths", r["lengths"].as<std::string>(), 1, 254);
       const int64_t batch = r["decode-batch"].as<int64_t>(), repeats = r["repeats"].as<int64_t>();
       if (batch < 1 || repeats < 1) fail<ValueError>("flags", "need --decode-batch >= 1 and --repeats >= 1");
-      for (int t : threads) bench_decode(which == "tiny" ? kTiny : kBase, t, batch, lengths, repeats, seed);
+      const int64_t no_cache_up_to = r["no-cache-up-to"].as<int64_t>();
+      for (int t : threads) bench_decode(which == "tiny" ? kTiny : kBase, t, batch, lengths, repeats, no_cache_up_to, seed);
       return 0;
     }
     for (const BenchConfig& c : configs)
