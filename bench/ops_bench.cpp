@@ -15,6 +15,7 @@
 #include "autograd/blas_kernel.h"
 #include "autograd/generator.h"
 #include "autograd/ops/attention.h"
+#include "autograd/ops/elementwise.h"
 #include "autograd/ops/layer_norm.h"
 #include "autograd/ops/loss.h"
 #include "autograd/ops/matmul.h"
