@@ -39,6 +39,7 @@ class SystemAllocator final : public Allocator {
 // Exact-size buckets: toy-transformer training reuses a small set of sizes.
 class CachingAllocator final : public Allocator {
  public:
+  static constexpr size_t kSlack = size_t{64} << 20;
   void* allocate(size_t bytes) override {
     size_t n = round_up(bytes == 0 ? 1 : bytes);
     std::lock_guard<std::mutex> lock(mu_);
@@ -63,11 +64,13 @@ class CachingAllocator final : public Allocator {
     size_t n = round_up(bytes == 0 ? 1 : bytes);
     std::lock_guard<std::mutex> lock(mu_);
     in_use_ -= n;
+    if (cached_ + in_use_ + n > 2 * peak_ + kSlack) release_locked();
     free_[n].push_back(p);
     cached_ += n;
   }
   size_t bytes_in_use() const override { return in_use_; }
   size_t peak_bytes() const override { return peak_; }
+  size_t bytes_cached() const override { return cached_; }
   void release_cached() override {
     std::lock_guard<std::mutex> lock(mu_);
     release_locked();

@@ -1,7 +1,10 @@
 // Every tensor's storage comes from one Allocator. The default is a caching
 // allocator: freed blocks are kept in per-size free lists and handed out again,
 // so a training loop that makes the same shapes every step stops calling malloc
-// after the first step. Swap it with set_allocator() without touching any op.
+// after the first step. The cache is bounded: when cached plus in-use bytes
+// would exceed twice the in-use high-water mark (plus 64 MiB), the cache is
+// emptied first, so shapes that keep changing (decoding without a KV cache
+// grows every step) cannot pile up stale blocks. Swap it with set_allocator() without touching any op.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -16,6 +19,8 @@ class Allocator {
   // Bytes currently handed out, and the high-water mark.
   virtual size_t bytes_in_use() const = 0;
   virtual size_t peak_bytes() const = 0;
+  // Bytes held in free lists for reuse (0 without a cache).
+  virtual size_t bytes_cached() const { return 0; }
   // Give cached, unused blocks back to the system.
   virtual void release_cached() {}
 };

@@ -7,6 +7,7 @@
 
 #include <cblas.h>
 
+#include "autograd/blas_kernel.h"
 #include "autograd/error.h"
 
 // OpenBLAS extensions; declared here too in case <cblas.h> is another vendor's.
@@ -87,6 +88,7 @@ void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
     gemm_naive(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
     return;
   }
+  warn_if_slow_blas_kernel();
   cblas_gemm(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
 }
 

@@ -230,11 +230,8 @@ void Tensor::copy_(const Tensor& src) {
         for (int64_t i = 0, n = numel(); i < n; ++i) d[i] = static_cast<D>(sp[i]);
         return;
       }
-      std::vector<int64_t> src_offsets;
-      src_offsets.reserve(numel());
-      for_each_offset(src.shape(), src.strides(), src.offset(), [&](int64_t o) { src_offsets.push_back(o); });
-      size_t k = 0;
-      for_each_offset(shape(), strides(), offset(), [&](int64_t o) { dst[o] = static_cast<D>(s[src_offsets[k++]]); });
+      for_each_offset_pair(shape(), strides(), offset(), src.strides(), src.offset(),
+                           [&](int64_t d, int64_t o) { dst[d] = static_cast<D>(s[o]); });
     });
   });
 }

@@ -177,6 +177,33 @@ void for_each_offset(const Shape& shape, const Shape& strides, int64_t base, F&&
   }
 }
 
+// Calls fn(a_offset, b_offset) for every element of `shape`, walking two
+// layouts (a_strides from a_base, b_strides from b_base) in step, in row-major
+// logical order: a strided copy without materialising offsets.
+template <class F>
+void for_each_offset_pair(const Shape& shape, const Shape& a_strides, int64_t a_base, const Shape& b_strides,
+                          int64_t b_base, F&& fn) {
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  if (nd == 0) { fn(a_base, b_base); return; }
+  for (int64_t s : shape) if (s == 0) return;
+  std::vector<int64_t> idx(nd, 0);
+  const int64_t inner = shape[nd - 1], as = a_strides[nd - 1], bs = b_strides[nd - 1];
+  int64_t a = a_base, b = b_base;
+  while (true) {
+    for (int64_t i = 0; i < inner; ++i) fn(a + i * as, b + i * bs);
+    int64_t d = nd - 2;
+    for (; d >= 0; --d) {
+      a += a_strides[d];
+      b += b_strides[d];
+      if (++idx[d] < shape[d]) break;
+      a -= a_strides[d] * shape[d];
+      b -= b_strides[d] * shape[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
 }  // namespace attograd
 
 // Printing looks like PyTorch's:

@@ -415,3 +415,24 @@ TEST(Anomaly, BuiltinBackwardInfIsBlamedOnTheOp) {
   Tensor y = sum(pow(a, b));
   expect_error<AutogradError>([&] { y.backward(); }, {"pow:", "non-finite gradient", "[2, 1], [2]"});
 }
+
+// Sizes that never repeat (decoding without a KV cache grows every step) must
+// not pile up in the cache: cached + in-use stays within 2x the high-water mark
+// plus the slack, while a repeating size is still served from the cache.
+TEST(CachingAllocator, CacheStaysBoundedWhenSizesKeepChanging) {
+  auto a = make_caching_allocator();
+  const size_t slack = size_t{64} << 20;
+  size_t worst = 0;
+  for (size_t i = 1; i <= 400; ++i) {
+    const size_t bytes = i * (size_t{1} << 20);  // 1 MiB, 2 MiB, ... each used once
+    void* p = a->allocate(bytes);
+    a->deallocate(p, bytes);
+    worst = std::max(worst, a->bytes_cached());
+  }
+  EXPECT_LE(worst, 2 * a->peak_bytes() + slack);
+  EXPECT_LT(worst, size_t{400} * 401 / 2 * (size_t{1} << 20) / 4);  // far below keeping them all
+  void* p = a->allocate(4096);
+  a->deallocate(p, 4096);
+  EXPECT_EQ(a->allocate(4096), p);  // reuse still works
+  a->deallocate(p, 4096);
+}

@@ -234,7 +234,11 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
   const double keep_scale = o.dropout_p < 1 ? 1.0 / (1.0 - o.dropout_p) : 0.0;
 
   Tensor P = Tensor::empty({B, H, T_, S}, dt);    // softmax probabilities
-  Tensor out = Tensor::empty({B, H, T_, Dv}, dt);
+  // out [B, H, T, Dv] is a view of a contiguous [B, T, H, Dv] buffer, so the
+  // usual head merge (transpose(1, 2) + reshape to [B, T, H·Dv]) is a view too.
+  const Tensor out_bthd = Tensor::empty({B, T_, H, Dv}, dt);
+  const Tensor out = make_view(out_bthd, {B, H, T_, Dv}, {T_ * H * Dv, Dv, H * Dv, 1}, 0);
+  T* const out_data = out_bthd.data<T>();
   Tensor keep = dropping ? Tensor::empty({B, H, T_, S}, DType::b8) : Tensor();              // Z ≠ 0
   Tensor dropped = dropping && o.need_weights ? Tensor::empty({B, H, T_, S}, dt) : Tensor();  // P ⊙ Z
   std::vector<T> scratch(dropping && !dropped.defined() ? T_ * S : 0);
@@ -261,7 +265,8 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
         mix = w;
       }
       // O [T, Dv] = P V   ((P ⊙ Z) V with dropout)
-      gemm<T>(out.data<T>() + bh * T_ * Dv, mix, V.at(b, h), T_, Dv, S, false, V.trans, S, V.ld, Dv, T(1), T(0));
+      gemm<T>(out_data + (b * T_ * H + h) * Dv, mix, V.at(b, h), T_, Dv, S, false, V.trans, S, V.ld, H * Dv, T(1),
+              T(0));
     }
 
   const bool mask_learns = o.attn_mask.defined() && o.attn_mask.requires_grad();

@@ -7,7 +7,8 @@
 //
 //   scores  = scale · q kᵀ + masks          [B, H, T, S]   (scale defaults to 1/√D)
 //   weights = dropout(softmax(scores))      [B, H, T, S]   (softmax over S)
-//   out     = weights v                     [B, H, T, Dv]
+//   out     = weights v                     [B, H, T, Dv]  (the fused op's out is a view of a
+//                                           contiguous [B, T, H, Dv] buffer: merging heads is free)
 //
 // Masks follow PyTorch's polarity and all enter the scores before the softmax:
 //   attn_mask [T, S] or [B·H, T, S]: bool (b8), true where attention is NOT

@@ -294,10 +294,14 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   const Tensor out2 = with_shape(out, {x2.size(0), O});  // [R, O]
   if (bias.defined()) {
     dispatch_float(x.dtype(), "linear", [&]<class T>() {
-      const T* pb = base<T>(bias);
+      // One contiguous copy of the bias row, then a memcpy per output row.
+      const T* pb = base<T>(bias) + bias.offset();
+      const int64_t bs = bias.strides()[0];
       T* po = out.data<T>();
-      for (int64_t r = 0, R = x2.size(0); r < R; ++r)
-        for (int64_t o = 0; o < O; ++o) po[r * O + o] = pb[bias.offset() + o * bias.strides()[0]];
+      const int64_t R = x2.size(0);
+      if (R == 0) return;
+      for (int64_t o = 0; o < O; ++o) po[o] = pb[o * bs];
+      for (int64_t r = 1; r < R; ++r) std::copy(po, po + O, po + r * O);
     });
   }
   run_product(x2, false, w2, true, {}, out2, bias.defined() ? 1.0 : 0.0);

@@ -9,9 +9,12 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
+#include "autograd/blas_kernel.h"
+
 namespace attograd::cli {
 
 int guarded_main(const char* program, const std::function<int()>& body) {
+  ensure_fast_blas_kernel();  // may re-execute the program once, with OPENBLAS_CORETYPE set
   // Past a file size limit (ulimit -f) a write then fails with EFBIG, which
   // the checkpoint writer reports like a full disk, instead of SIGXFSZ
   // killing the program mid-run.

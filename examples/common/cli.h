@@ -7,8 +7,10 @@
 
 namespace attograd::cli {
 
-// Runs body() (with SIGXFSZ ignored, so a file size limit is an IOError);
-// any exception becomes "<program>: error: <message>" on stderr
+// Selects OpenBLAS' fast kernel first (ensure_fast_blas_kernel, which may
+// re-execute the program once), then runs body() with SIGXFSZ ignored (so a
+// file size limit is an IOError); any exception becomes
+// "<program>: error: <message>" on stderr
 // and exit code 2. body's own return value is the exit code otherwise.
 int guarded_main(const char* program, const std::function<int()>& body);
 

@@ -1,0 +1,159 @@
+// Google Benchmark microbenchmarks of the hot ops at the base model's shapes
+// (examples/bench "base": B 32, L 32, E 256, H 8, D 32, F 1024, V 64), forward
+// and forward+backward. Each reports its rate (GFLOP/s for products, GB/s for
+// memory-bound ops) and, for products, the raw cblas_sgemm rate of the same
+// GEMM next to it (counter "sgemm_GFLOPs").
+//
+//   build/bin/ops_bench [--benchmark_filter=matmul]      (cmake -DATTOGRAD_BUILD_BENCHMARKS=ON)
+//
+// Shape legend: R = B·L rows, E width, F ffn width, V vocab, H heads, D head width.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+
+#include "autograd/blas.h"
+#include "autograd/blas_kernel.h"
+#include "autograd/generator.h"
+#include "autograd/ops/attention.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/layer_norm.h"
+#include "autograd/ops/loss.h"
+#include "autograd/ops/matmul.h"
+#include "autograd/ops/reduction.h"
+#include "autograd/ops/softmax.h"
+
+using namespace attograd;
+
+namespace {
+
+constexpr int64_t B = 32, L = 32, E = 256, H = 8, D = 32, F = 1024, V = 64, R = B * L;
+
+// Raw sgemm rate for out [M, N] = a [M, K] @ b [K, N], best of a few runs.
+double sgemm_gflops(int64_t M, int64_t N, int64_t K, int64_t batch = 1) {
+  Generator gen(1);
+  const std::vector<float> a = Tensor::randn({M * K}, gen).to_vector<float>();
+  const std::vector<float> b = Tensor::randn({K * N}, gen).to_vector<float>();
+  std::vector<float> c(M * N);
+  double best = 1e30;
+  for (int rep = 0; rep < 20; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < batch; ++i) gemm<float>(c.data(), a.data(), b.data(), M, N, K, false, false, K, N, N, 1.f, 0.f);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return 2.0 * M * N * K * batch / best / 1e9;
+}
+
+void set_rate(benchmark::State& s, double flops_per_iter, double sgemm) {
+  s.counters["GFLOPs"] = benchmark::Counter(flops_per_iter * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  s.counters["sgemm_GFLOPs"] = sgemm;
+}
+
+void set_bytes(benchmark::State& s, double bytes_per_iter) {
+  s.counters["GBs"] = benchmark::Counter(bytes_per_iter * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// linear [R, E] @ [F, E]ᵀ + b: the FFN's first product.
+void BM_linear(benchmark::State& s) {
+  Generator gen(1);
+  const bool backward = s.range(0);
+  Tensor x = Tensor::randn({R, E}, gen).requires_grad_(backward), w = Tensor::randn({F, E}, gen).requires_grad_(backward),
+         b = Tensor::randn({F}, gen).requires_grad_(backward);
+  for (auto _ : s) {
+    Tensor y = linear(x, w, b);
+    if (backward) sum(y).backward();
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  set_rate(s, (backward ? 3 : 1) * 2.0 * R * E * F, sgemm_gflops(R, F, E));
+}
+
+// matmul [B·H, L, D] @ [B·H, D, L]: attention scores as a batched product.
+void BM_matmul(benchmark::State& s) {
+  Generator gen(1);
+  const bool backward = s.range(0);
+  Tensor a = Tensor::randn({B * H, L, D}, gen).requires_grad_(backward),
+         b = Tensor::randn({B * H, D, L}, gen).requires_grad_(backward);
+  for (auto _ : s) {
+    Tensor y = matmul(a, b);
+    if (backward) sum(y).backward();
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  set_rate(s, (backward ? 3 : 1) * 2.0 * B * H * L * L * D, sgemm_gflops(L, L, D, B * H));
+}
+
+void BM_softmax(benchmark::State& s) {
+  Generator gen(1);
+  const bool backward = s.range(0);
+  Tensor x = Tensor::randn({B, H, L, L}, gen).requires_grad_(backward);
+  for (auto _ : s) {
+    Tensor y = softmax(x, -1);
+    if (backward) sum(y * y).backward();
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  set_bytes(s, (backward ? 3 : 2) * 4.0 * x.numel());  // read x, write y (+ read y, grad, write dx)
+}
+
+void BM_layer_norm(benchmark::State& s) {
+  Generator gen(1);
+  const bool backward = s.range(0);
+  Tensor x = Tensor::randn({R, E}, gen).requires_grad_(backward), w = Tensor::ones({E}).requires_grad_(backward),
+         b = Tensor::zeros({E}).requires_grad_(backward);
+  for (auto _ : s) {
+    Tensor y = layer_norm(x, {E}, w, b, 1e-5);
+    if (backward) sum(y * y).backward();
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  set_bytes(s, (backward ? 5 : 2) * 4.0 * x.numel());
+}
+
+void BM_cross_entropy(benchmark::State& s) {
+  Generator gen(1);
+  const bool backward = s.range(0);
+  Tensor x = Tensor::randn({R, V}, gen).requires_grad_(backward);
+  std::vector<int64_t> t(R);
+  for (int64_t i = 0; i < R; ++i) t[i] = i % V;
+  const Tensor targets = Tensor::from_vector(t, {R});
+  for (auto _ : s) {
+    Tensor loss = cross_entropy(x, targets);
+    if (backward) loss.backward();
+    benchmark::DoNotOptimize(loss.data<float>());
+  }
+  set_bytes(s, (backward ? 3 : 1) * 4.0 * x.numel());
+}
+
+// Fused attention, causal, q/k/v [B, H, L, D].
+void BM_attention(benchmark::State& s) {
+  Generator gen(1);
+  const bool backward = s.range(0);
+  Tensor q = Tensor::randn({B, H, L, D}, gen).requires_grad_(backward),
+         k = Tensor::randn({B, H, L, D}, gen).requires_grad_(backward),
+         v = Tensor::randn({B, H, L, D}, gen).requires_grad_(backward);
+  AttentionOptions o;
+  o.is_causal = true;
+  for (auto _ : s) {
+    Tensor y = scaled_dot_product_attention(q, k, v, o).out;
+    if (backward) sum(y).backward();
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  // forward: Q Kᵀ and P V; backward: dV, dP, dQ, dK
+  set_rate(s, (backward ? 6 : 2) * 2.0 * B * H * L * L * D, sgemm_gflops(L, L, D, B * H));
+}
+
+}  // namespace
+
+BENCHMARK(BM_linear)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_matmul)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_softmax)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_layer_norm)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_cross_entropy)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_attention)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+int main(int argc, char** argv) {
+  ensure_fast_blas_kernel();
+  blas_set_num_threads(1);
+  benchmark::AddCustomContext("openblas_kernel", blas_corename());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

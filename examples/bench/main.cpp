@@ -1,0 +1,264 @@
+// bench: times attograd's training step and greedy decoding on fixed
+// Seq2SeqTransformer configurations, for comparison with PyTorch
+// (tools/bench_torch.py prints the same lines; scripts/bench runs both).
+//
+//   bench [--config tiny|base|all] [--threads 1,2] [--warmup 5] [--steps 50]
+//   bench --decode [--lengths 32,128] [--decode-batch 64] [--repeats 3] [--no-cache-up-to N]
+//
+// Shape legend: B batch, L sequence length (S = T = L), E d_model, F d_ff,
+// V vocab, H heads, N_e / N_d encoder / decoder layers.
+//
+// A training step is forward + cross-entropy + backward + Adam step (dropout 0)
+// on a copy-task batch: src [B, L] random symbols, tgt_in = [BOS, src[:-1]],
+// tgt_out = src, no padding. Each printed line is one measurement:
+//   bench framework=attograd mode=train config=tiny threads=1 kernel=Cooperlake steps=50 step_ms=… tok_s=… gflops=… peak_rss_mb=…
+//   bench framework=attograd mode=decode config=base threads=1 kernel=… batch=64 len=32 cache=yes ms=… tok_s=… peak_rss_mb=… same=yes
+// tok_s counts target tokens (B·L per training step, B·len per decode).
+// peak_rss_mb is the process's peak resident set so far (getrusage), so
+// scripts/bench runs one configuration per process.
+//
+// Model FLOPs (matmul FLOPs only, 2 per multiply-add; a training step counts
+// 3× the forward: backward computes two products per forward product):
+//   encoder layer   8·B·L·E² (q, k, v, out)  + 4·B·L²·E (scores, P·V)  + 4·B·L·E·F (FFN)
+//   decoder layer   8·B·L·E² + 4·B·L²·E  (causal self-attention, computed in full)
+//                 + 8·B·L·E² + 4·B·L²·E  (cross-attention: q, out on targets; k, v on memory)
+//                 + 4·B·L·E·F
+//   generator       2·B·L·E·V
+// Embeddings, layer norms, softmax, elementwise ops and Adam are not counted.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <sstream>
+
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+
+#include "autograd/blas.h"
+#include "autograd/node.h"
+#include "autograd/ops/loss.h"
+#include "autograd/ops/shape.h"
+#include "cli.h"
+#include "nn/transformer.h"
+#include "optim/adam.h"
+#include "trainer.h"
+
+using namespace attograd;
+
+namespace {
+
+struct BenchConfig {
+  std::string name;
+  int64_t vocab, len, batch, d_model, heads, d_ff, layers;
+};
+
+const BenchConfig kTiny{"tiny", 16, 16, 64, 64, 4, 256, 2};
+const BenchConfig kBase{"base", 64, 32, 32, 256, 8, 1024, 2};
+
+constexpr int64_t kBos = 1;
+constexpr int64_t kFirstSymbol = 3;  // ids 0..2 are PAD, BOS, EOS
+
+TransformerConfig model_config(const BenchConfig& b) {
+  TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = b.vocab;
+  c.d_model = b.d_model;
+  c.heads = b.heads;
+  c.d_ff = b.d_ff;
+  c.enc_layers = c.dec_layers = b.layers;
+  c.dropout = 0.0;
+  c.max_len = 256;
+  return c;
+}
+
+// Forward matmul FLOPs of one step (see the header comment).
+double forward_flops(const BenchConfig& c) {
+  const double B = c.batch, L = c.len, E = c.d_model, F = c.d_ff, V = c.vocab, n = c.layers;
+  const double enc = 8 * B * L * E * E + 4 * B * L * L * E + 4 * B * L * E * F;
+  const double dec = 16 * B * L * E * E + 8 * B * L * L * E + 4 * B * L * E * F;
+  return n * enc + n * dec + 2 * B * L * E * V;
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct CopyBatch {
+  Tensor src, tgt_in, tgt_out;  // i64 [B, L]
+};
+
+CopyBatch make_batch(const BenchConfig& c, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> sym(kFirstSymbol, c.vocab - 1);
+  std::vector<int64_t> src(c.batch * c.len), tgt_in(src.size());
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t t = 0; t < c.len; ++t) {
+      src[b * c.len + t] = sym(rng);
+      tgt_in[b * c.len + t] = t == 0 ? kBos : src[b * c.len + t - 1];
+    }
+  const Shape s{c.batch, c.len};
+  return {Tensor::from_vector(src, s), Tensor::from_vector(tgt_in, s), Tensor::from_vector(src, s)};
+}
+
+std::string prefix(const std::string& mode, const BenchConfig& c, int threads, const std::string& kernel) {
+  return fmt::format("bench framework=attograd mode={} config={} threads={} kernel={}", mode, c.name, threads, kernel);
+}
+
+void bench_train(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed) {
+  const std::string kernel = configure_threads(threads);
+  Generator gen(seed);
+  Seq2SeqTransformer model(model_config(c), gen, nullptr);
+  model.train();
+  optim::Adam opt(model.parameters());
+  std::mt19937_64 rng(seed);
+  std::vector<CopyBatch> batches;
+  for (int i = 0; i < 8; ++i) batches.push_back(make_batch(c, rng));
+  CrossEntropyOptions ce;
+  ce.ignore_index = kPadId;
+
+  std::vector<double> ms;
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    const CopyBatch& b = batches[i % batches.size()];
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor logits = model.forward(b.src, b.tgt_in);  // [B, L, V]
+    Tensor loss = cross_entropy(logits.reshape({-1, c.vocab}), b.tgt_out.reshape({-1}), ce);
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= warmup) ms.push_back(dt);
+  }
+  const double step_ms = median(ms);
+  const double tokens = static_cast<double>(c.batch * c.len);
+  fmt::print("{} steps={} step_ms={:.3f} tok_s={:.0f} gflops={:.2f} peak_rss_mb={:.1f}\n",
+             prefix("train", c, threads, kernel), steps, step_ms, tokens / (step_ms / 1e3),
+             3 * forward_flops(c) / (step_ms / 1e3) / 1e9, peak_rss_mb());
+}
+
+// Greedy decoding of B sequences to exactly `len` tokens (no stop at EOS, so
+// every run does the same work). With the cache each step feeds one token;
+// without it, the whole prefix.
+std::vector<int64_t> greedy(Seq2SeqTransformer& model, const Tensor& src, int64_t len, bool use_cache) {
+  NoGradGuard no_grad;
+  const int64_t B = src.size(0), V = model.config.tgt_vocab;
+  Tensor memory = model.encode(src);
+  KVCache cache = model.make_cache();
+  std::vector<int64_t> tokens(B * (len + 1), 0);  // [B, len + 1], column 0 is BOS
+  for (int64_t b = 0; b < B; ++b) tokens[b * (len + 1)] = kBos;
+  for (int64_t t = 0; t < len; ++t) {
+    std::vector<int64_t> in;
+    const int64_t from = use_cache ? t : 0, width = t + 1 - from;
+    for (int64_t b = 0; b < B; ++b)
+      in.insert(in.end(), tokens.begin() + b * (len + 1) + from, tokens.begin() + b * (len + 1) + t + 1);
+    Tensor logits = model.decode(Tensor::from_vector(in, {B, width}), memory, Tensor(), Tensor(),
+                                 use_cache ? &cache : nullptr);  // [B, width, V]
+    const std::vector<float> last = logits.narrow(1, width - 1, 1).contiguous().to_vector<float>();
+    for (int64_t b = 0; b < B; ++b) {
+      const float* row = last.data() + b * V;
+      tokens[b * (len + 1) + t + 1] = std::max_element(row, row + V) - row;
+    }
+  }
+  return tokens;
+}
+
+void bench_decode(const BenchConfig& c, int threads, int64_t batch, const std::vector<int64_t>& lengths,
+                  int64_t repeats, int64_t no_cache_up_to, uint64_t seed) {
+  const std::string kernel = configure_threads(threads);
+  Generator gen(seed);
+  Seq2SeqTransformer model(model_config(c), gen, nullptr);
+  model.eval();
+  std::mt19937_64 rng(seed);
+  BenchConfig bc = c;
+  bc.batch = batch;
+  const Tensor src = make_batch(bc, rng).src;
+  for (bool use_cache : {true, false}) greedy(model, src, 4, use_cache);  // warm-up
+  for (int64_t len : lengths) {
+    std::vector<int64_t> with_cache;
+    for (bool use_cache : {true, false}) {
+      if (!use_cache && len > no_cache_up_to) continue;
+      std::vector<double> ms;
+      std::vector<int64_t> out;
+      for (int64_t r = 0; r < repeats; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        out = greedy(model, src, len, use_cache);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      if (use_cache) with_cache = out;
+      const double t = median(ms);
+      fmt::print("{} batch={} len={} cache={} ms={:.3f} tok_s={:.0f} peak_rss_mb={:.1f} same={}\n",
+                 prefix("decode", c, threads, kernel), batch, len, use_cache ? "yes" : "no", t,
+                 static_cast<double>(batch * len) / (t / 1e3), peak_rss_mb(), out == with_cache ? "yes" : "no");
+    }
+  }
+}
+
+template <class T>
+std::vector<T> parse_list(const std::string& flag, const std::string& s, T lo, T hi) {
+  std::vector<T> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    T v{};
+    try {
+      v = static_cast<T>(std::stoll(item));
+    } catch (const std::exception&) {
+      fail<ValueError>("flags", "--{} expects comma-separated integers, got '{}'", flag, s);
+    }
+    if (v < lo || v > hi) fail<ValueError>("flags", "--{} values must be in [{}, {}], got {}", flag, lo, hi, v);
+    out.push_back(v);
+  }
+  if (out.empty()) fail<ValueError>("flags", "--{} is empty", flag);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cli::guarded_main("bench", [&] {
+    cxxopts::Options o("bench", "Time attograd's training step and greedy decoding (see tools/bench_torch.py, scripts/bench).");
+    o.add_options()
+        ("config", "tiny, base or all", cxxopts::value<std::string>()->default_value("all"))
+        ("threads", "comma-separated thread counts", cxxopts::value<std::string>()->default_value("1,2"))
+        ("warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("5"))
+        ("steps", "timed steps (median reported)", cxxopts::value<int64_t>()->default_value("50"))
+        ("decode", "time greedy decoding on the base model instead of training")
+        ("lengths", "decode lengths", cxxopts::value<std::string>()->default_value("32,128"))
+        ("decode-batch", "sequences decoded at once", cxxopts::value<int64_t>()->default_value("64"))
+        ("repeats", "timed decode runs per setting (median reported)", cxxopts::value<int64_t>()->default_value("3"))
+        ("no-cache-up-to", "decode without the cache only up to this length",
+         cxxopts::value<int64_t>()->default_value("254"))
+        ("seed", "weights and data", cxxopts::value<uint64_t>()->default_value("1"))
+        ("h,help", "show this help");
+    auto r = o.parse(argc, argv);
+    if (r.count("help")) {
+      fmt::print("{}\n", o.help());
+      return 0;
+    }
+    const std::string which = r["config"].as<std::string>();
+    std::vector<BenchConfig> configs;
+    if (which == "tiny" || which == "all") configs.push_back(kTiny);
+    if (which == "base" || which == "all") configs.push_back(kBase);
+    if (configs.empty()) fail<ValueError>("flags", "--config must be tiny, base or all, got '{}'", which);
+    const auto threads = parse_list<int>("threads", r["threads"].as<std::string>(), 1, 256);
+    const int64_t warmup = r["warmup"].as<int64_t>(), steps = r["steps"].as<int64_t>();
+    if (warmup < 0 || steps < 1) fail<ValueError>("flags", "need --warmup >= 0 and --steps >= 1, got {} and {}", warmup, steps);
+    const uint64_t seed = r["seed"].as<uint64_t>();
+    if (r.count("decode")) {
+      const auto lengths = parse_list<int64_t>("lengths", r["lengths"].as<std::string>(), 1, 254);
+      const int64_t batch = r["decode-batch"].as<int64_t>(), repeats = r["repeats"].as<int64_t>();
+      if (batch < 1 || repeats < 1) fail<ValueError>("flags", "need --decode-batch >= 1 and --repeats >= 1");
+      const int64_t no_cache_up_to = r["no-cache-up-to"].as<int64_t>();
+      for (int t : threads) bench_decode(which == "tiny" ? kTiny : kBase, t, batch, lengths, repeats, no_cache_up_to, seed);
+      return 0;
+    }
+    for (const BenchConfig& c : configs)
+      for (int t : threads) bench_train(c, t, warmup, steps, seed);
+    return 0;
+  });
+}

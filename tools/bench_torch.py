@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""PyTorch's side of examples/bench: the same model, step, data and output lines.
+
+    /usr/bin/python3 tools/bench_torch.py [--config tiny|base|all] [--threads 1,2] [--warmup 5] [--steps 50]
+    /usr/bin/python3 tools/bench_torch.py --decode [--lengths 32,128] [--decode-batch 64]
+
+The model is the PyTorch twin of attograd's Seq2SeqTransformer
+(tools/torch_twin.py: torch.nn Embedding, batch_first MultiheadAttention,
+LayerNorm, Linear), pre-LN, dropout 0. A training step is forward +
+cross-entropy + backward + torch.optim.Adam step + zero_grad(set_to_none=True)
+on the same copy-task batch shapes as examples/bench (src [B, L] random
+symbols, tgt_in = [BOS, src[:-1]], tgt_out = src). Decoding is the usual
+no-cache greedy loop (the decoder re-runs on the whole prefix each step).
+
+Threads: torch.set_num_threads(n) for PyTorch's own parallel loops, and the
+same n for OpenBLAS (openblas_set_num_threads, the library torch calls for
+GEMM), inter-op threads 1. They never nest: GEMMs are called outside
+PyTorch's parallel regions. OpenBLAS' kernel is chosen as attograd chooses it
+(autograd/blas_kernel.h): when OPENBLAS_CORETYPE is unset and the library
+falls back to a generic kernel on a CPU with AVX2/AVX-512, the script sets
+OPENBLAS_CORETYPE and re-executes itself once, so both sides get the fast kernel.
+The FLOP count is examples/bench's (see its header comment).
+"""
+import argparse
+import ctypes
+import ctypes.util
+import os
+import resource
+import statistics
+import sys
+import time
+
+GENERIC_CORES = {"prescott", "katmai", "coppermine", "northwood", "core2", "penryn", "dunnington", "nehalem",
+                 "atom", "opteron", "barcelona", "unknown", ""}
+MARKER = "ATTOGRAD_SET_OPENBLAS_CORETYPE"
+
+
+def openblas():
+    """The OpenBLAS that torch's GEMMs go to (Debian: libblas.so.3 -> openblas-pthread)."""
+    for name in ("libblas.so.3", ctypes.util.find_library("openblas") or "libopenblas.so.0"):
+        try:
+            lib = ctypes.CDLL(name)
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def best_core(flags):
+    avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags
+    if avx512 and "avx512_bf16" in flags:
+        return "Cooperlake"
+    if avx512:
+        return "SkylakeX"
+    if {"avx2", "fma"} <= flags:
+        return "Haswell"
+    return ""
+
+
+def ensure_fast_blas_kernel(lib):
+    if lib is None or "OPENBLAS_CORETYPE" in os.environ or MARKER in os.environ:
+        return
+    if lib.openblas_get_corename().decode().lower() not in GENERIC_CORES:
+        return
+    core = best_core(cpu_flags())
+    if core:
+        os.environ["OPENBLAS_CORETYPE"] = core
+        os.environ[MARKER] = core
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable] + sys.argv)
+
+
+CONFIGS = {
+    "tiny": dict(vocab=16, len=16, batch=64, d_model=64, heads=4, d_ff=256, layers=2),
+    "base": dict(vocab=64, len=32, batch=32, d_model=256, heads=8, d_ff=1024, layers=2),
+}
+BOS, FIRST_SYMBOL, PAD = 1, 3, 0
+
+
+def forward_flops(c):
+    B, L, E, F, V, n = c["batch"], c["len"], c["d_model"], c["d_ff"], c["vocab"], c["layers"]
+    enc = 8 * B * L * E * E + 4 * B * L * L * E + 4 * B * L * E * F
+    dec = 16 * B * L * E * E + 8 * B * L * L * E + 4 * B * L * E * F
+    return n * enc + n * dec + 2 * B * L * E * V
+
+
+def peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def make_model(torch, tt, c, seed):
+    torch.manual_seed(seed)
+    cfg = tt.Config(src_vocab=c["vocab"], tgt_vocab=c["vocab"], d_model=c["d_model"], heads=c["heads"],
+                    d_ff=c["d_ff"], enc_layers=c["layers"], dec_layers=c["layers"], dropout=0.0, max_len=256)
+    return tt.Seq2SeqTransformer(cfg).float()
+
+
+def make_batch(torch, c, gen, batch=None):
+    B = batch or c["batch"]
+    src = torch.randint(FIRST_SYMBOL, c["vocab"], (B, c["len"]), generator=gen)
+    tgt_in = torch.cat([torch.full((B, 1), BOS, dtype=torch.long), src[:, :-1]], dim=1)
+    return src, tgt_in, src.clone()
+
+
+def set_threads(torch, lib, n):
+    torch.set_num_threads(n)
+    if lib is not None:
+        lib.openblas_set_num_threads(n)
+
+
+def prefix(mode, name, threads, kernel):
+    return f"bench framework=pytorch mode={mode} config={name} threads={threads} kernel={kernel}"
+
+
+def bench_train(torch, tt, lib, name, threads, warmup, steps, seed, kernel):
+    c = CONFIGS[name]
+    set_threads(torch, lib, threads)
+    model = make_model(torch, tt, c, seed)
+    model.train()
+    opt = torch.optim.Adam(model.parameters())
+    gen = torch.Generator().manual_seed(seed)
+    batches = [make_batch(torch, c, gen) for _ in range(8)]
+    V = c["vocab"]
+    times = []
+    for i in range(warmup + steps):
+        src, tgt_in, tgt_out = batches[i % len(batches)]
+        t0 = time.perf_counter()
+        logits = model(src, tgt_in)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=PAD)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        dt = (time.perf_counter() - t0) * 1e3
+        if i >= warmup:
+            times.append(dt)
+    step_ms = statistics.median(times)
+    tokens = c["batch"] * c["len"]
+    print(f"{prefix('train', name, threads, kernel)} steps={steps} step_ms={step_ms:.3f} "
+          f"tok_s={tokens / (step_ms / 1e3):.0f} gflops={3 * forward_flops(c) / (step_ms / 1e3) / 1e9:.2f} "
+          f"peak_rss_mb={peak_rss_mb():.1f}", flush=True)
+
+
+def greedy_no_cache(torch, model, src, length):
+    memory = model.encode(src)
+    tokens = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    for _ in range(length):
+        logits = model.decode(tokens, memory)
+        tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return tokens
+
+
+def bench_decode(torch, tt, lib, name, threads, batch, lengths, repeats, seed, kernel):
+    c = CONFIGS[name]
+    set_threads(torch, lib, threads)
+    model = make_model(torch, tt, c, seed).eval()
+    gen = torch.Generator().manual_seed(seed)
+    src = make_batch(torch, c, gen, batch)[0]
+    with torch.no_grad():
+        greedy_no_cache(torch, model, src, 4)  # warm-up
+        for length in lengths:
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                greedy_no_cache(torch, model, src, length)
+                times.append((time.perf_counter() - t0) * 1e3)
+            t = statistics.median(times)
+            print(f"{prefix('decode', name, threads, kernel)} batch={batch} len={length} cache=no ms={t:.3f} "
+                  f"tok_s={batch * length / (t / 1e3):.0f} peak_rss_mb={peak_rss_mb():.1f}", flush=True)
+
+
+def int_list(s):
+    try:
+        vals = [int(x) for x in s.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{s}'")
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"values must be >= 1, got '{s}'")
+    return vals
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", choices=["tiny", "base", "all"], default="all")
+    ap.add_argument("--threads", type=int_list, default=[1, 2])
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--decode", action="store_true", help="time greedy decoding on the base model")
+    ap.add_argument("--lengths", type=int_list, default=[32, 128])
+    ap.add_argument("--decode-batch", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    if args.steps < 1 or args.warmup < 0 or args.repeats < 1:
+        ap.error("need --steps >= 1, --warmup >= 0, --repeats >= 1")
+
+    lib = openblas()
+    ensure_fast_blas_kernel(lib)  # before torch loads (may re-execute this script once)
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch_twin as tt
+    torch.set_num_interop_threads(1)
+    kernel = lib.openblas_get_corename().decode() if lib is not None else "unknown"
+
+    if args.decode:
+        name = "tiny" if args.config == "tiny" else "base"
+        for t in args.threads:
+            bench_decode(torch, tt, lib, name, t, args.decode_batch, args.lengths, args.repeats, args.seed, kernel)
+        return 0
+    names = ["tiny", "base"] if args.config == "all" else [args.config]
+    for name in names:
+        for t in args.threads:
+            bench_train(torch, tt, lib, name, t, args.warmup, args.steps, args.seed, kernel)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
