@@ -97,6 +97,7 @@ TEST_F(HeadsStudy, BadFlagsGetOneLineAndExitCode2) {
       {{"--quick", "--data", "/nonexistent"}, "/nonexistent/train.tsv does not exist"},
       {{"--quick", "--langs", "xx"}, "unknown target language 'xx'"},
       {{"stray"}, "unexpected argument 'stray'"},
+      {{"--inspect", "/nonexistent/ckpt"}, "/nonexistent/ckpt"},
   };
   for (const auto& [args, phrase] : cases) {
     std::vector<std::string> a = args;

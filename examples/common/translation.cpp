@@ -82,6 +82,32 @@ TaskHooks Translator::hooks() const {
   return h;
 }
 
+namespace {
+
+Vocab vocab_from_meta(const std::vector<std::string>& tokens, const std::string& file) {
+  if (tokens.size() < static_cast<size_t>(kNumSpecials))
+    fail<IOError>("checkpoint", "{}: the vocabulary in the metadata is malformed", file);
+  Vocab v = Vocab::from_symbols(std::vector<std::string>(tokens.begin() + kNumSpecials, tokens.end()));
+  if (v.tokens() != tokens) fail<IOError>("checkpoint", "{}: the vocabulary in the metadata is malformed", file);
+  return v;
+}
+
+}  // namespace
+
+TrainedTranslator load_translator(const std::string& checkpoint) {
+  if (checkpoint.empty())
+    fail<ValueError>("flags", "--checkpoint is required; hint: pass the --checkpoint-dir used in training");
+  Checkpoint c = load_checkpoint(checkpoint, false);
+  const TranslationTask task = TranslationTask::from_json(c.meta.task, c.model_path);
+  TrainedTranslator t{nullptr, Translator(task, vocab_from_meta(c.meta.vocab_src, c.model_path),
+                                          vocab_from_meta(c.meta.vocab_tgt, c.model_path))};
+  Generator gen(0);
+  t.model = std::make_unique<Seq2SeqTransformer>(TransformerConfig::from_json(c.meta.config), gen, nullptr);
+  t.model->load_state_dict(c.model);
+  t.model->eval();
+  return t;
+}
+
 int64_t longest_sequence(const std::vector<const VectorDataset*>& sets) {
   int64_t longest = 0;
   for (const VectorDataset* d : sets)

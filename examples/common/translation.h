@@ -46,6 +46,15 @@ struct Translator {
   TaskHooks hooks() const;
 };
 
+// A trained model with its task and vocabularies, from a checkpoint directory
+// or .model.safetensors file (IOError when it is missing, corrupt or not a
+// translate checkpoint).
+struct TrainedTranslator {
+  std::unique_ptr<Seq2SeqTransformer> model;  // in eval mode
+  Translator tr;
+};
+TrainedTranslator load_translator(const std::string& checkpoint);
+
 // Longest source or target (tokens) over the datasets: the model's max_len must exceed it by 2 (BOS/EOS).
 int64_t longest_sequence(const std::vector<const VectorDataset*>& sets);
 

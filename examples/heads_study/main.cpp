@@ -3,6 +3,7 @@
 //   heads_study --quick            a few minutes: the whole pipeline on a small grid (used by the tests)
 //   heads_study --full             the study of docs/heads-study.md (see there for its running time)
 //   heads_study --kv-bench         only the KV-cache benchmark
+//   heads_study --inspect CKPT     only the head inspection, of a model trained by `translate train`
 //
 // It trains the same model (d_model fixed) with H in {1, 2, 4, 8, 16} heads on
 // en→fr and en→de, several seeds each, and writes into --out:
@@ -98,6 +99,14 @@ int run(const cxxopts::ParseResult& r) {
              fmt::join(o.langs, ","), fmt::join(o.heads, ","), o.seeds, o.training.steps, o.model.d_model, threads,
              kernel);
 
+  if (r.count("inspect")) {
+    TrainedTranslator t = load_translator(r["inspect"].as<std::string>());
+    const std::string lang = t.tr.task.lang;
+    Corpus corpus{std::move(t.tr), VectorDataset(), VectorDataset()};
+    corpus.test = corpus.translator.encode(read_split(o.data_dir, "test", lang));
+    fmt::print("{}", inspect_model(o, corpus, *t.model, "checkpoint " + r["inspect"].as<std::string>()));
+    return 0;
+  }
   if (r.count("kv-bench")) {
     fmt::print("{}", kv_bench(o, load_corpus(o.data_dir, o.langs.front())));
     return 0;
@@ -116,7 +125,7 @@ int run(const cxxopts::ParseResult& r) {
         std::fflush(stdout);
       }
     write_grid_report(o, runs);
-    inspect_model(o, corpus, *inspected);
+    inspect_model(o, corpus, *inspected, fmt::format("{} steps, seed 1 of the grid", o.training.steps));
     fmt::print("[{}] {}: wrote {}/inspect-{}.md\n", elapsed(), lang, o.out_dir, lang);
   }
   kv_bench(o, load_corpus(o.data_dir, o.langs.front()));
@@ -134,6 +143,8 @@ int main(int argc, char** argv) {
         ("quick", "a small grid in a few minutes (checks the pipeline)")
         ("full", "the whole study (the default)")
         ("kv-bench", "only the KV-cache benchmark")
+        ("inspect", "only inspect the heads of a trained translate checkpoint (directory or .model.safetensors)",
+         cxxopts::value<std::string>())
         ("out", "output directory (default runs/heads, runs/heads-quick with --quick)", cxxopts::value<std::string>())
         ("data", "corpus directory", cxxopts::value<std::string>()->default_value("data/numbers"))
         ("langs", "target languages, comma-separated", cxxopts::value<std::vector<std::string>>())

@@ -221,10 +221,11 @@ std::vector<int64_t> find_word(const std::vector<std::string>& tokens, const std
 
 }  // namespace
 
-std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model) {
+std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model,
+                          const std::string& what) {
   const Translator& tr = corpus.translator;
   const std::string lang = tr.task.lang;
-  std::string md = fmt::format("## Heads of the en→{} model (H = {}, seed 1)\n\n", lang, model.config.heads);
+  std::string md = fmt::format("## Heads of the en→{} model ({}, H = {})\n\n", lang, what, model.config.heads);
 
   // Entropy and distance over test batches; ablation over the first sentences.
   HeadStatistics stats;

@@ -66,8 +66,10 @@ void write_grid_report(const StudyOptions& o, const std::vector<RunResult>& runs
 
 // Per-head entropy, distance, ablation and alignment for one trained model,
 // plus attention pictures for o.picture_inputs; writes inspect-<lang>.md and
-// inspect-<lang>/ (SVGs + index.html). Returns the Markdown.
-std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model);
+// inspect-<lang>/ (SVGs + index.html). `what` names the model in the title.
+// Returns the Markdown.
+std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model,
+                          const std::string& what);
 
 // Greedy decoding of o.kv_batch test sources to each length in o.kv_lengths,
 // with and without the KV cache: ms per step, speedup, identical outputs, and

@@ -101,32 +101,6 @@ T flag_in_range(const cxxopts::ParseResult& r, const char* flag, T lo, T hi) {
   return v;
 }
 
-struct Loaded {
-  std::unique_ptr<Seq2SeqTransformer> model;
-  Translator tr;
-};
-
-Vocab vocab_from_meta(const std::vector<std::string>& tokens, const std::string& file) {
-  if (tokens.size() < static_cast<size_t>(kNumSpecials))
-    fail<IOError>("checkpoint", "{}: the vocabulary in the metadata is malformed", file);
-  Vocab v = Vocab::from_symbols(std::vector<std::string>(tokens.begin() + kNumSpecials, tokens.end()));
-  if (v.tokens() != tokens) fail<IOError>("checkpoint", "{}: the vocabulary in the metadata is malformed", file);
-  return v;
-}
-
-Loaded load_model(const std::string& path) {
-  if (path.empty()) fail<ValueError>("flags", "--checkpoint is required; hint: pass the --checkpoint-dir used in training");
-  Checkpoint c = load_checkpoint(path, false);
-  const TranslationTask task = TranslationTask::from_json(c.meta.task, c.model_path);
-  Loaded l{nullptr, Translator(task, vocab_from_meta(c.meta.vocab_src, c.model_path),
-                                vocab_from_meta(c.meta.vocab_tgt, c.model_path))};
-  Generator gen(0);
-  l.model = std::make_unique<Seq2SeqTransformer>(TransformerConfig::from_json(c.meta.config), gen, nullptr);
-  l.model->load_state_dict(c.model);
-  l.model->eval();
-  return l;
-}
-
 void show_samples(const Translator& tr, const EvalResult& e, int64_t n, bool wrong_only) {
   int64_t shown = 0;
   for (size_t i = 0; i < e.outputs.size() && shown < n; ++i) {
@@ -204,7 +178,7 @@ int eval(const cxxopts::ParseResult& r) {
   const int64_t beam = flag_in_range<int64_t>(r, "beam", 1, 64);
   const double alpha = flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
   const int64_t samples = flag_in_range<int64_t>(r, "samples", 0, 1000);
-  Loaded l = load_model(r["checkpoint"].as<std::string>());
+  TrainedTranslator l = load_translator(r["checkpoint"].as<std::string>());
   const std::string split = r["split"].as<std::string>();
   const ParallelText text = read_split(r["data"].as<std::string>(), split, l.tr.task.lang);
   if (text.size() == 0) fail<ValueError>("eval", "{} has no sentence pairs", text.name);
@@ -253,7 +227,7 @@ int translate(const cxxopts::ParseResult& r) {
   const int64_t beam = flag_in_range<int64_t>(r, "beam", 1, 64);
   const double alpha = flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
   const std::string attention_dir = r["attention-out"].as<std::string>();
-  Loaded l = load_model(r["checkpoint"].as<std::string>());
+  TrainedTranslator l = load_translator(r["checkpoint"].as<std::string>());
   const DecodeOptions d = decode_options(r, *l.model);
   const std::vector<std::string> lines = input_lines(r);
   if (!attention_dir.empty() && lines.size() != 1)
