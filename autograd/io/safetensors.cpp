@@ -124,7 +124,7 @@ json parse_header(std::string_view source, std::string_view text) {
   json root;
   try {
     root = json::parse(text.begin(), text.end(), std::ref(dups));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large for a double
     bad(source, "the header is not valid JSON ({}); hint: the file is corrupt or not a safetensors file",
         e.what());
   }
