@@ -9,6 +9,7 @@
 
 #include "autograd/blas_kernel.h"
 #include "autograd/error.h"
+#include "autograd/threads.h"
 
 // OpenBLAS extensions; declared here too in case <cblas.h> is another vendor's.
 extern "C" {
@@ -53,6 +54,36 @@ void cblas_gemm(double* out, const double* a, const double* b, int64_t M, int64_
               static_cast<blasint>(ldb), beta, out, static_cast<blasint>(ldc));
 }
 
+// A GEMM of at least this many multiply-adds is cut into kPieces pieces
+// along the longer side of the output; the pieces run across the thread pool.
+// The cut depends on the shape only, never on the thread count, so the
+// numbers are the same with 1 or 2 threads (OpenBLAS may pick a different
+// kernel for a smaller product, so a thread-dependent cut would change them).
+// Smaller GEMMs (the attention's per-head products) are one call.
+constexpr int64_t kSplitWork = int64_t{1} << 21;
+constexpr int64_t kPieces = 4;  // enough for up to 4 threads; each piece stays a large GEMM
+constexpr int64_t kPieceAlign = 32;  // OpenBLAS' AVX-512 register blocking
+
+// out [M, N] in pieces: by rows of op(a) when M >= N, else by columns of
+// op(b); each piece is an ordinary single-threaded BLAS call on sub-matrices
+// (pointer offsets, same leading dims).
+template <class T>
+void gemm_in_pieces(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t lda,
+                    int64_t ldb, int64_t ldc, T alpha, T beta) {
+  const bool by_rows = M >= N;
+  const int64_t extent = by_rows ? M : N;
+  const int64_t piece_len = (extent + kPieces * kPieceAlign - 1) / (kPieces * kPieceAlign) * kPieceAlign;
+  parallel_for(block_count(extent, piece_len), 1, [&](int64_t first, int64_t last) {
+    for (int64_t piece = first; piece < last; ++piece) {
+      const int64_t lo = piece * piece_len, n = std::min(extent, lo + piece_len) - lo;
+      if (by_rows)  // rows lo.. of op(a) and of out
+        cblas_gemm(out + lo * ldc, ta ? a + lo : a + lo * lda, b, n, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
+      else  // columns lo.. of op(b) and of out
+        cblas_gemm(out + lo, a, tb ? b + lo * ldb : b + lo, M, n, K, ta, tb, lda, ldb, ldc, alpha, beta);
+    }
+  });
+}
+
 }  // namespace
 
 void set_gemm_backend(GemmBackend backend) { g_backend = backend; }
@@ -89,7 +120,10 @@ void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
     return;
   }
   warn_if_slow_blas_kernel();
-  cblas_gemm(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
+  if (M * N * K >= kSplitWork && std::max(M, N) >= kPieces * kPieceAlign)
+    gemm_in_pieces(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
+  else
+    cblas_gemm(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
 }
 
 template void gemm<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t,

@@ -31,10 +31,20 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
   return n;
 }
 
+// True when no other tensor can see t's values: this handle is the only one
+// on its TensorImpl, nothing else shares the storage, and t covers it from the
+// start in row-major order. The engine may then add into t, or keep it, in place.
+bool sole_owner(const Tensor& t) {
+  return t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1 && t.offset() == 0 &&
+         t.is_contiguous();
+}
+
 // leaf.grad += g, in place once the leaf owns a gradient buffer.
 void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g) {
   if (!leaf.grad) {
-    leaf.grad = g.clone().impl_ptr();  // own a contiguous copy: g may alias other buffers
+    // Keep g itself when nothing else sees it; otherwise own a contiguous
+    // copy (g may be a view of, or the same buffer as, another gradient).
+    leaf.grad = sole_owner(g) ? g.impl_ptr() : g.clone().impl_ptr();
     return;
   }
   Tensor acc(leaf.grad);
@@ -200,9 +210,14 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   // 2. Kahn's algorithm: a node runs once every consumer has added its share.
   std::unordered_map<Node*, Tensor> buffers;
   buffers[start] = grad;
+  // A second gradient for the same node is added into the first one in place
+  // when nothing else sees that buffer (else into a fresh sum): backward
+  // accumulates, and the residual stream's gradients meet at every block.
   auto sink = [&](Node* target, const Tensor& g) {
     auto [it, fresh] = buffers.try_emplace(target, g);
-    if (!fresh) it->second = add(it->second, g);
+    if (fresh) return;
+    if (sole_owner(it->second)) add_(it->second, g);
+    else it->second = add(it->second, g);
   };
   std::vector<Node*> ready{start};
   while (!ready.empty()) {

@@ -4,6 +4,7 @@
 #include "autograd/function.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
+#include "autograd/threads.h"
 #include "autograd/tensor.h"
 #include "autograd/ops/attention.h"
 #include "autograd/ops/dropout.h"

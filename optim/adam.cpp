@@ -64,6 +64,21 @@ void Adam::update(const Group& group, size_t index, const Tensor& param, const T
     T* m = st[1].data<T>();                                   // exp_avg    [p's shape]
     T* v = st[2].data<T>();                                   // exp_avg_sq [p's shape]
     T* vmax = opt_.amsgrad ? st[3].data<T>() : nullptr;       // max_exp_avg_sq [p's shape]
+    if (!coupled && !decoupled && !vmax && param.is_contiguous() && grad.is_contiguous()) {
+      // Plain Adam on flat buffers: a branch-free loop the compiler vectorizes.
+      T* const p = param.data<T>();
+      const T* const g = grad.data<T>();
+      parallel_for(param.numel(), int64_t{1} << 14, [=](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) {
+          const T mi = m[i] * b1 + one_minus_b1 * g[i];
+          const T vi = v[i] * b2 + one_minus_b2 * g[i] * g[i];
+          m[i] = mi;
+          v[i] = vi;
+          p[i] += neg_step * (mi / (std::sqrt(vi) / bc2_sqrt + eps));
+        }
+      });
+      return;
+    }
     for_each_param_element<T>(param, grad, [&](T& p, T g, int64_t i) {
       if (coupled) g += wd * p;
       if (decoupled) p *= shrink;

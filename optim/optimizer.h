@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/threads.h"
 #include "autograd/tensor.h"
 
 namespace attograd::optim {
@@ -107,13 +108,17 @@ class Optimizer {
 
 // Calls f(p, g, i) for every element of a parameter: p is a reference to the
 // element, g the gradient's value and i the row-major element index (the index
-// into contiguous state buffers). Contiguous tensors take one flat loop.
+// into contiguous state buffers). Contiguous tensors take one flat loop, split
+// across the thread pool; f must touch element i only.
 template <class T, class F>
 void for_each_param_element(const Tensor& param, const Tensor& grad, F&& f) {
   if (param.is_contiguous() && grad.is_contiguous()) {
     T* p = param.data<T>();
     const T* g = grad.data<T>();
-    for (int64_t i = 0, n = param.numel(); i < n; ++i) f(p[i], g[i], i);
+    // Elements are independent: the pool takes them in ranges.
+    parallel_for(param.numel(), int64_t{1} << 14, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) f(p[i], g[i], i);
+    });
     return;
   }
   const Tensor gc = grad.is_contiguous() ? grad : grad.clone();  // strided leaves only

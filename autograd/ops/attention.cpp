@@ -25,6 +25,7 @@
 
 #include "autograd/blas.h"
 #include "autograd/node.h"
+#include "autograd/threads.h"
 #include "autograd/ops/dropout.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/matmul.h"
@@ -241,7 +242,6 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
   T* const out_data = out_bthd.data<T>();
   Tensor keep = dropping ? Tensor::empty({B, H, T_, S}, DType::b8) : Tensor();              // Z ≠ 0
   Tensor dropped = dropping && o.need_weights ? Tensor::empty({B, H, T_, S}, dt) : Tensor();  // P ⊙ Z
-  std::vector<T> scratch(dropping && !dropped.defined() ? T_ * S : 0);
   // The keep draws follow ops/dropout exactly (gen.uniform() >= p, one per
   // weight in [B, H, T, S] row-major order), so the composite, which calls
   // dropout() on its softmax, draws the same mask from the same seed.
@@ -251,9 +251,11 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
   }
 
   const int64_t TS = T_ * S;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t bh = b * H + h;
+  // Heads are independent: the pool takes them in ranges of (b, h).
+  parallel_for(B * H, 1, [&](int64_t first, int64_t last) {
+    std::vector<T> scratch(dropping && !dropped.defined() ? TS : 0);  // P ⊙ Z [T, S]
+    for (int64_t bh = first; bh < last; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
       T* p = P.data<T>() + bh * TS;
       // P [T, S] = scale · Q Kᵀ, then masks and softmax in place
       gemm<T>(p, Q.at(b, h), K.at(b, h), T_, S, D, Q.trans, !K.trans, Q.ld, K.ld, S, scale, T(0));
@@ -268,6 +270,7 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
       gemm<T>(out_data + (b * T_ * H + h) * Dv, mix, V.at(b, h), T_, Dv, S, false, V.trans, S, V.ld, H * Dv, T(1),
               T(0));
     }
+  });
 
   const bool mask_learns = o.attn_mask.defined() && o.attn_mask.requires_grad();
   const bool recorded = any_requires_grad({q, k, v}) || (mask_learns && GradMode::enabled());
@@ -334,12 +337,14 @@ void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx) {
   Tensor dv = dx.needs(2) ? Tensor::empty({B, H, S, Dv}, dt) : Tensor();
   Tensor dm = dx.needs(3) ? Tensor::zeros(sv.mask_shape, dt) : Tensor();  // [T, S] or [B·H, T, S]
   const int64_t dm_head_stride = sv.mask_shape.size() == 3 ? TS : 0;
-  std::vector<T> ds(need_dp ? TS : 0);                       // dP, then dS, [T, S]
-  std::vector<T> pz(dropping && dx.needs(2) ? TS : 0);       // P ⊙ Z [T, S]
 
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t bh = b * H + h;
+  // Heads in parallel, except when every head adds into one shared [T, S] dM.
+  const int64_t grain = dx.needs(3) && dm_head_stride == 0 ? B * H : 1;
+  parallel_for(B * H, grain, [&](int64_t first, int64_t last) {
+    std::vector<T> ds(need_dp ? TS : 0);                       // dP, then dS, [T, S]
+    std::vector<T> pz(dropping && dx.needs(2) ? TS : 0);       // P ⊙ Z [T, S]
+    for (int64_t bh = first; bh < last; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
       const T* p = sv.P.data<T>() + bh * TS;
       const bool* z = dropping ? sv.keep.data<bool>() + bh * TS : nullptr;
       if (dx.needs(2)) {
@@ -375,6 +380,7 @@ void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx) {
       if (dx.needs(1))
         gemm<T>(dk.data<T>() + bh * S * D, ds.data(), Q.at(b, h), S, D, T_, true, Q.trans, S, Q.ld, D, scale, T(0));
     }
+  });
   if (dx.needs(0)) dx[0] += dq;
   if (dx.needs(1)) dx[1] += dk;
   if (dx.needs(2)) dx[2] += dv;

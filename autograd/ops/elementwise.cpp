@@ -363,7 +363,9 @@ void add_(Tensor& acc, const Tensor& g) {
     if (acc.is_contiguous() && g.is_contiguous() && g.shape() == acc.shape()) {
       T* pa = acc.data<T>();
       const T* pg = g.data<T>();
-      for (int64_t i = 0, n = acc.numel(); i < n; ++i) pa[i] += pg[i];
+      parallel_for(acc.numel(), kElementwiseGrain, [=](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) pa[i] += pg[i];
+      });
       return;
     }
     acc.copy_(zip<T>("add_", acc, g, exact<T, T>([](T x, T y) { return x + y; })));

@@ -5,13 +5,18 @@
 //   zip<T>(op, a, b, f) out[i] = f(a[i'], b[i''])          out: broadcast(a, b), contiguous
 //
 // Both read any strides (views, expanded operands) and write a fresh
-// contiguous tensor; the contiguous same-shape case is one flat loop.
+// contiguous tensor; the contiguous same-shape case is one flat loop, split
+// across the thread pool when it is long, so f must be a pure function.
 #pragma once
 #include <string_view>
 
+#include "autograd/threads.h"
 #include "autograd/tensor.h"
 
 namespace attograd {
+
+// Flat loops at least this long are split across the thread pool.
+constexpr int64_t kElementwiseGrain = int64_t{1} << 15;
 
 // NumPy broadcasting: align from the right; sizes must match or be 1.
 Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op);
@@ -26,7 +31,9 @@ Tensor map(const Tensor& x, F f, DType out_dtype = dtype_of<T>()) {
     R* po = out.data<R>();
     if (x.is_contiguous()) {
       px += x.offset();
-      for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = static_cast<R>(f(px[i]));
+      parallel_for(x.numel(), kElementwiseGrain, [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) po[i] = static_cast<R>(f(px[i]));
+      });
     } else {
       int64_t k = 0;
       for_each_offset(x.shape(), x.strides(), x.offset(), [&](int64_t o) { po[k++] = static_cast<R>(f(px[o])); });
@@ -50,13 +57,17 @@ Tensor zip(std::string_view op, const Tensor& a, const Tensor& b, F f, DType out
         if (a.shape() == shape && b.shape() == shape && a.is_contiguous() && b.is_contiguous()) {
           const A* xa = pa + a.offset();
           const B* xb = pb + b.offset();
-          for (int64_t i = 0; i < n; ++i) po[i] = static_cast<R>(f(xa[i], xb[i]));
+          parallel_for(n, kElementwiseGrain, [&](int64_t first, int64_t last) {
+            for (int64_t i = first; i < last; ++i) po[i] = static_cast<R>(f(xa[i], xb[i]));
+          });
           return;
         }
         if (b.numel() == 1 && a.shape() == shape && a.is_contiguous()) {
           const A* xa = pa + a.offset();
           const B vb = pb[b.offset()];
-          for (int64_t i = 0; i < n; ++i) po[i] = static_cast<R>(f(xa[i], vb));
+          parallel_for(n, kElementwiseGrain, [&](int64_t first, int64_t last) {
+            for (int64_t i = first; i < last; ++i) po[i] = static_cast<R>(f(xa[i], vb));
+          });
           return;
         }
         const Shape sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);

@@ -12,8 +12,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "autograd/node.h"
+#include "autograd/ops/lanes.h"
+#include "autograd/threads.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/reduction.h"
 
@@ -57,54 +60,70 @@ template <class T>
 T* data_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 
 // out [R, E] = x̂ · w + b,  x̂ = (x − mean) · rstd,  rstd = 1 / √(var + eps);  mean, rstd: [R]
-// w, b: [E] or null
+// w, b: [E] or null. Rows are independent: the pool takes them in ranges.
 template <class T>
 void layer_norm_rows(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, const NormRows& r, double eps) {
   const double inv_e = 1.0 / static_cast<double>(r.e);
-  for (int64_t i = 0; i < r.rows; ++i) {
-    const T* xr = x + i * r.e;
-    T* yr = out + i * r.e;
-    double m = 0, ss = 0;
-    for (int64_t k = 0; k < r.e; ++k) m += xr[k];
-    m *= inv_e;
-    for (int64_t k = 0; k < r.e; ++k) ss += (xr[k] - m) * (xr[k] - m);
-    const double rs = 1.0 / std::sqrt(ss * inv_e + eps);
-    const T tm = static_cast<T>(m), trs = static_cast<T>(rs);
-    for (int64_t k = 0; k < r.e; ++k) {
-      const T xh = (xr[k] - tm) * trs;
-      yr[k] = (w ? xh * w[k] : xh) + (b ? b[k] : T(0));
+  parallel_for(r.rows, 16, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      const T* xr = x + i * r.e;
+      T* yr = out + i * r.e;
+      const double m = lane_sum<double>(r.e, [&](int64_t k) { return xr[k]; }) * inv_e;
+      const double ss = lane_sum<double>(r.e, [&](int64_t k) { return (xr[k] - m) * (xr[k] - m); });
+      const T tm = static_cast<T>(m), trs = static_cast<T>(1.0 / std::sqrt(ss * inv_e + eps));
+      for (int64_t k = 0; k < r.e; ++k) yr[k] = (xr[k] - tm) * trs;
+      if (w)
+        for (int64_t k = 0; k < r.e; ++k) yr[k] *= w[k];
+      if (b)
+        for (int64_t k = 0; k < r.e; ++k) yr[k] += b[k];
+      mean[i] = tm;
+      rstd[i] = trs;
     }
-    mean[i] = tm;
-    rstd[i] = trs;
-  }
+  });
 }
+
+// Rows per block of the dw/db partial sums: a fixed split, so the sums do not
+// depend on the thread count (see autograd/threads.h).
+constexpr int64_t kNormBlock = 32;
 
 // dx [R, E] (or null), dw, db [E] (or null, accumulated in double) from g [R, E]; see layer_norm's backward.
 template <class T>
 void layer_norm_backward_rows(T* dx, double* dw, double* db, const T* g, const T* x, const T* mean, const T* rstd,
                               const T* w, const NormRows& r) {
   const double inv_e = 1.0 / static_cast<double>(r.e);
-  for (int64_t i = 0; i < r.rows; ++i) {
-    const T* gr = g + i * r.e;
-    const T* xr = x + i * r.e;
-    const T m = mean[i], rs = rstd[i];
-    double sum_dxh = 0, sum_dxh_xh = 0;
-    for (int64_t k = 0; k < r.e; ++k) {
-      const T xh = (xr[k] - m) * rs;
-      const T dxh = w ? gr[k] * w[k] : gr[k];
-      sum_dxh += dxh;
-      sum_dxh_xh += static_cast<double>(dxh) * xh;
-      if (dw) dw[k] += static_cast<double>(gr[k]) * xh;
-      if (db) db[k] += gr[k];
+  const int64_t blocks = block_count(r.rows, kNormBlock);
+  // partial[k] holds block k's [dw | db] sums, [2E] doubles.
+  std::vector<double> partial((dw || db) ? static_cast<size_t>(blocks * 2 * r.e) : 0);
+  parallel_for(blocks, 1, [&](int64_t first_block, int64_t last_block) {
+    std::vector<T> xh(static_cast<size_t>(r.e)), dxh(static_cast<size_t>(r.e));
+    for (int64_t blk = first_block; blk < last_block; ++blk) {
+      double* pdw = partial.empty() ? nullptr : partial.data() + blk * 2 * r.e;
+      double* pdb = pdw ? pdw + r.e : nullptr;
+      for (int64_t i = blk * kNormBlock, end = std::min(r.rows, i + kNormBlock); i < end; ++i) {
+        const T* gr = g + i * r.e;
+        const T* xr = x + i * r.e;
+        const T m = mean[i], rs = rstd[i];
+        for (int64_t k = 0; k < r.e; ++k) xh[k] = (xr[k] - m) * rs;
+        for (int64_t k = 0; k < r.e; ++k) dxh[k] = w ? gr[k] * w[k] : gr[k];
+        if (dw)
+          for (int64_t k = 0; k < r.e; ++k) pdw[k] += static_cast<double>(gr[k]) * xh[k];
+        if (db)
+          for (int64_t k = 0; k < r.e; ++k) pdb[k] += gr[k];
+        if (!dx) continue;
+        const T a = static_cast<T>(lane_sum<double>(r.e, [&](int64_t k) { return dxh[k]; }) * inv_e);
+        const T c = static_cast<T>(
+            lane_sum<double>(r.e, [&](int64_t k) { return static_cast<double>(dxh[k]) * xh[k]; }) * inv_e);
+        T* dr = dx + i * r.e;
+        for (int64_t k = 0; k < r.e; ++k) dr[k] = rs * (dxh[k] - a - xh[k] * c);
+      }
     }
-    if (!dx) continue;
-    const T a = static_cast<T>(sum_dxh * inv_e), c = static_cast<T>(sum_dxh_xh * inv_e);
-    T* dr = dx + i * r.e;
-    for (int64_t k = 0; k < r.e; ++k) {
-      const T xh = (xr[k] - m) * rs;
-      const T dxh = w ? gr[k] * w[k] : gr[k];
-      dr[k] = rs * (dxh - a - xh * c);
-    }
+  });
+  for (int64_t blk = 0; blk < static_cast<int64_t>(partial.size()) / (2 * r.e); ++blk) {
+    const double* pdw = partial.data() + blk * 2 * r.e;
+    if (dw)
+      for (int64_t k = 0; k < r.e; ++k) dw[k] += pdw[k];
+    if (db)
+      for (int64_t k = 0; k < r.e; ++k) db[k] += pdw[r.e + k];
   }
 }
 

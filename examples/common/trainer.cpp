@@ -8,6 +8,7 @@
 
 #include "autograd/blas.h"
 #include "autograd/node.h"
+#include "autograd/threads.h"
 #include "autograd/ops/loss.h"
 #include "autograd/ops/reduction.h"
 #include "cli.h"
@@ -130,7 +131,7 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
 }
 
 std::string configure_threads(int threads) {
-  blas_set_num_threads(threads);
+  set_num_threads(threads);
   return blas_corename();
 }
 

@@ -104,7 +104,8 @@ struct TrainSummary {
 TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
                            const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks);
 
-// Sets BLAS threads and prints nothing; returns the BLAS kernel name.
+// Sets attograd's thread pool (GEMMs and parallel loops; see autograd/threads.h)
+// and prints nothing; returns the BLAS kernel name.
 std::string configure_threads(int threads);
 
 }  // namespace attograd

@@ -1,0 +1,40 @@
+// attograd's one thread pool. Every parallel loop in the library runs on it,
+// and so do large GEMMs: gemm<T>() splits its output rows (or columns) across
+// the pool and calls OpenBLAS single-threaded on each part. OpenBLAS never
+// starts threads of its own, so the two never compete for the cores (measured
+// on 2 cores, an OpenMP pool plus OpenBLAS's pool ran 3-30x slower than one).
+//
+//   set_num_threads(n)    the pool: the calling thread plus n − 1 workers
+//   parallel_for(n, grain, f)
+//                         calls f(begin, end) on disjoint ranges covering
+//                         [0, n), at most num_threads() of them, each at least
+//                         `grain` long (except when n < grain); blocks until
+//                         all are done and rethrows the first exception
+//
+// Nested calls (a parallel_for inside a chunk of another) run inline on the
+// calling thread. Loops whose result depends on how they are split (sums)
+// must not depend on the thread count: the callers cut such reductions into
+// fixed blocks and add the blocks' partial sums in order (see block_count),
+// so a training run gives the same numbers with 1 or 2 threads.
+//
+// Workers spin briefly after a loop (the next one usually follows within
+// microseconds), then sleep; with one thread there are no workers at all.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+namespace attograd {
+
+// Process-wide; n >= 1. Also sets OpenBLAS to one thread (see above).
+void set_num_threads(int n);
+int num_threads();
+// True inside a chunk of parallel_for (on any thread).
+bool in_parallel_region();
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& f);
+
+// Fixed blocks of `block` rows for deterministic reductions: block k covers
+// rows [k·block, min(n, (k+1)·block)). The count depends on n only.
+inline int64_t block_count(int64_t n, int64_t block) { return n == 0 ? 0 : (n + block - 1) / block; }
+
+}  // namespace attograd
