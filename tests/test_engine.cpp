@@ -239,6 +239,34 @@ TEST(Backward, DiamondSumsBothPaths) {
   EXPECT_EQ(z.grad().item(), 6.0);
 }
 
+// The engine adds a second gradient into the first in place, and keeps a
+// leaf's first gradient without copying it, only when no other tensor sees
+// that buffer. add's backward hands the same grad tensor to both inputs, so
+// these graphs make one buffer reach two nodes and two leaves.
+TEST(Backward, InPlaceAccumulationNeverWritesIntoASharedGradient) {
+  Tensor a = f64({1, 2}, {2}).requires_grad_(), b = f64({10, 20}, {2}).requires_grad_();
+  Tensor s = a + b;                       // d(s)/da and d(s)/db are the same tensor
+  Tensor y = sum((s + a) * f64({1, 3}, {2}));  // a reached twice: through s and directly
+  y.backward();
+  EXPECT_EQ(vals(a.grad()), (std::vector<double>{2, 6}));
+  EXPECT_EQ(vals(b.grad()), (std::vector<double>{1, 3}));
+  // The two leaves never share a buffer: writing one leaves the other alone.
+  EXPECT_NE(a.grad().data<double>(), b.grad().data<double>());
+  Tensor ga = a.grad();
+  add_(ga, f64({100, 100}, {2}));
+  EXPECT_EQ(vals(b.grad()), (std::vector<double>{1, 3}));
+  // A gradient the caller passes in is never kept: the leaf gets its own copy.
+  Tensor x = f64({1, 2}, {2}).requires_grad_();
+  Tensor g = f64({5, 7}, {2});
+  (x * 1.0).backward(g);
+  Tensor gg = g;
+  add_(gg, f64({1, 1}, {2}));
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{5, 7}));
+  // Second backward accumulates into the kept buffer: 5+5, 7+7.
+  (x * 1.0).backward(f64({5, 7}, {2}));
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{10, 14}));
+}
+
 TEST(Backward, LeafDroppedBeforeBackward) {
   Tensor y;
   {
