@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "autograd/node.h"
-#include "autograd/ops/lanes.h"
-#include "autograd/threads.h"
 #include "autograd/ops/elementwise.h"
+#include "autograd/ops/lanes.h"
 #include "autograd/ops/reduction.h"
+#include "autograd/threads.h"
 
 namespace attograd {
 
@@ -118,7 +118,7 @@ void layer_norm_backward_rows(T* dx, double* dw, double* db, const T* g, const T
       }
     }
   });
-  for (int64_t blk = 0; blk < static_cast<int64_t>(partial.size()) / (2 * r.e); ++blk) {
+  for (int64_t blk = 0; !partial.empty() && blk < blocks; ++blk) {  // in block order
     const double* pdw = partial.data() + blk * 2 * r.e;
     if (dw)
       for (int64_t k = 0; k < r.e; ++k) dw[k] += pdw[k];
