@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <exception>
@@ -12,6 +13,24 @@
 #include "autograd/blas_kernel.h"
 
 namespace attograd::cli {
+
+std::optional<ModeAndFlags> parse_mode_and_flags(int argc, char** argv, const std::vector<std::string>& modes,
+                                                 std::string_view expected,
+                                                 const std::function<cxxopts::Options(const std::string&)>& make_options) {
+  const bool named = argc > 1 && argv[1][0] != '-';
+  const std::string mode = named ? argv[1] : modes.front();
+  if (std::find(modes.begin(), modes.end(), mode) == modes.end())
+    fail<ValueError>("flags", "unknown mode '{}'; expected {}", mode, expected);
+  cxxopts::Options options = make_options(mode);
+  std::vector<char*> args{argv[0]};
+  for (int i = named ? 2 : 1; i < argc; ++i) args.push_back(argv[i]);
+  cxxopts::ParseResult flags = options.parse(static_cast<int>(args.size()), args.data());
+  if (flags.count("help")) {
+    fmt::print("{}\n", options.help());
+    return std::nullopt;
+  }
+  return ModeAndFlags{mode, std::move(flags)};
+}
 
 int guarded_main(const char* program, const std::function<int()>& body) {
   ensure_fast_blas_kernel();  // may re-execute the program once, with OPENBLAS_CORETYPE set

@@ -3,7 +3,14 @@
 #pragma once
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
+
+#include <cxxopts.hpp>
+
+#include "autograd/error.h"
 
 namespace attograd::cli {
 
@@ -29,6 +36,28 @@ class Progress {
   bool open_ = false;
   int64_t plain_every_;
 };
+
+// "program [MODE] [--flags]": MODE is the first argument when it does not
+// start with '-', else `modes[0]`. A mode outside `modes` is a ValueError
+// "flags: unknown mode 'x'; expected <expected>". The other arguments are
+// parsed with make_options(mode); with --help its help is printed and the
+// result is nullopt (exit 0). Positionals are left to the caller to check.
+struct ModeAndFlags {
+  std::string mode;
+  cxxopts::ParseResult flags;
+};
+std::optional<ModeAndFlags> parse_mode_and_flags(int argc, char** argv, const std::vector<std::string>& modes,
+                                                 std::string_view expected,
+                                                 const std::function<cxxopts::Options(const std::string&)>& make_options);
+
+// The value of --flag, checked against [lo, hi] (NaN fails):
+// ValueError "flags: --name must be in [lo, hi], got v".
+template <class T>
+T flag_in_range(const cxxopts::ParseResult& r, const char* flag, T lo, T hi) {
+  const T v = r[flag].as<T>();
+  if (!(v >= lo && v <= hi)) fail<ValueError>("flags", "--{} must be in [{}, {}], got {}", flag, lo, hi, v);
+  return v;
+}
 
 std::string format_duration(double seconds);  // "1:05" or "1:02:03"
 std::string format_count(double n);           // "45.1k", "1.2M"

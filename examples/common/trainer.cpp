@@ -65,23 +65,14 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("quiet", "no progress line");
 }
 
-namespace {
-template <class T>
-T in_range(const cxxopts::ParseResult& r, const char* flag, T lo, T hi) {
-  const T v = r[flag].as<T>();
-  if (!(v >= lo && v <= hi)) fail<ValueError>("flags", "--{} must be in [{}, {}], got {}", flag, lo, hi, v);
-  return v;
-}
-}  // namespace
-
 TransformerConfig model_config_from(const cxxopts::ParseResult& r, TransformerConfig c) {
-  c.d_model = in_range<int64_t>(r, "d-model", 1, 1 << 14);
-  c.heads = in_range<int64_t>(r, "heads", 1, 1 << 10);
-  c.d_ff = in_range<int64_t>(r, "d-ff", 1, 1 << 16);
-  c.enc_layers = in_range<int64_t>(r, "enc-layers", 0, 64);
-  c.dec_layers = in_range<int64_t>(r, "dec-layers", 1, 64);
-  c.dropout = in_range<double>(r, "dropout", 0.0, 0.99);
-  c.max_len = in_range<int64_t>(r, "max-len", 2, 1 << 16);
+  c.d_model = cli::flag_in_range<int64_t>(r, "d-model", 1, 1 << 14);
+  c.heads = cli::flag_in_range<int64_t>(r, "heads", 1, 1 << 10);
+  c.d_ff = cli::flag_in_range<int64_t>(r, "d-ff", 1, 1 << 16);
+  c.enc_layers = cli::flag_in_range<int64_t>(r, "enc-layers", 0, 64);
+  c.dec_layers = cli::flag_in_range<int64_t>(r, "dec-layers", 1, 64);
+  c.dropout = cli::flag_in_range<double>(r, "dropout", 0.0, 0.99);
+  c.max_len = cli::flag_in_range<int64_t>(r, "max-len", 2, 1 << 16);
   c.pre_ln = !r.count("post-ln");
   c.activation = r.count("gelu") ? Activation::gelu : Activation::relu;
   c.tie_embeddings = r.count("tie-embeddings") > 0;
@@ -90,29 +81,29 @@ TransformerConfig model_config_from(const cxxopts::ParseResult& r, TransformerCo
 }
 
 TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
-  t.steps = in_range<int64_t>(r, "steps", 1, int64_t{1} << 40);
-  t.batch_size = in_range<int64_t>(r, "batch-size", 1, 1 << 16);
-  t.lr = in_range<double>(r, "lr", 1e-12, 1e6);
+  t.steps = cli::flag_in_range<int64_t>(r, "steps", 1, int64_t{1} << 40);
+  t.batch_size = cli::flag_in_range<int64_t>(r, "batch-size", 1, 1 << 16);
+  t.lr = cli::flag_in_range<double>(r, "lr", 1e-12, 1e6);
   t.schedule = r["schedule"].as<std::string>();
   if (t.schedule != "constant" && t.schedule != "warmup" && t.schedule != "cosine" && t.schedule != "noam" &&
       t.schedule != "step")
     fail<ValueError>("flags", "--schedule must be constant, warmup, cosine, noam or step, got '{}'", t.schedule);
-  t.warmup = in_range<int64_t>(r, "warmup", 0, int64_t{1} << 40);
-  t.min_lr = in_range<double>(r, "min-lr", 0.0, 10.0);
+  t.warmup = cli::flag_in_range<int64_t>(r, "warmup", 0, int64_t{1} << 40);
+  t.min_lr = cli::flag_in_range<double>(r, "min-lr", 0.0, 10.0);
   if (t.schedule == "cosine" && t.warmup >= t.steps)
     fail<ValueError>("flags", "--warmup ({}) must be smaller than --steps ({}) with the cosine schedule; hint: pass "
                      "--warmup {} or less", t.warmup, t.steps, t.steps / 10);
   if (t.schedule == "cosine" && t.min_lr > t.lr)
     fail<ValueError>("flags", "--min-lr ({}) must not exceed --lr ({}) with the cosine schedule", t.min_lr, t.lr);
-  t.weight_decay = in_range<double>(r, "weight-decay", 0.0, 10.0);
-  t.clip = in_range<double>(r, "clip", 0.0, 1e9);
-  t.label_smoothing = in_range<double>(r, "label-smoothing", 0.0, 1.0);
-  t.eval_every = in_range<int64_t>(r, "eval-every", 0, int64_t{1} << 40);
-  t.eval_size = in_range<int64_t>(r, "eval-size", 1, 10'000'000);
+  t.weight_decay = cli::flag_in_range<double>(r, "weight-decay", 0.0, 10.0);
+  t.clip = cli::flag_in_range<double>(r, "clip", 0.0, 1e9);
+  t.label_smoothing = cli::flag_in_range<double>(r, "label-smoothing", 0.0, 1.0);
+  t.eval_every = cli::flag_in_range<int64_t>(r, "eval-every", 0, int64_t{1} << 40);
+  t.eval_size = cli::flag_in_range<int64_t>(r, "eval-size", 1, 10'000'000);
   t.log_path = r["log"].as<std::string>();
   t.checkpoint_dir = r["checkpoint-dir"].as<std::string>();
-  t.checkpoint_every = in_range<int64_t>(r, "checkpoint-every", 0, int64_t{1} << 40);
-  t.keep_last = in_range<int64_t>(r, "keep-last", 1, 1000);
+  t.checkpoint_every = cli::flag_in_range<int64_t>(r, "checkpoint-every", 0, int64_t{1} << 40);
+  t.keep_last = cli::flag_in_range<int64_t>(r, "keep-last", 1, 1000);
   t.resume = r.count("resume") > 0;
   t.stop_after = r["stop-after"].as<int64_t>();
   if (t.stop_after < 0) fail<ValueError>("flags", "--stop-after must be >= 0, got {}", t.stop_after);
@@ -120,12 +111,12 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
     fail<ValueError>("flags", "--stop-after needs --checkpoint-dir (the run continues from its checkpoint)");
   if (t.resume && t.checkpoint_dir.empty()) fail<ValueError>("flags", "--resume needs --checkpoint-dir");
   t.seed = r["seed"].as<uint64_t>();
-  t.threads = in_range<int>(r, "threads", 1, 256);
+  t.threads = cli::flag_in_range<int>(r, "threads", 1, 256);
   const std::string nf = r["on-nonfinite"].as<std::string>();
   if (nf != "stop" && nf != "skip") fail<ValueError>("flags", "--on-nonfinite must be stop or skip, got '{}'", nf);
   t.on_nonfinite = nf == "skip" ? OnNonfinite::skip : OnNonfinite::stop;
   t.detect_anomaly = r.count("detect-anomaly") > 0;
-  t.samples = in_range<int64_t>(r, "samples", 0, 1000);
+  t.samples = cli::flag_in_range<int64_t>(r, "samples", 0, 1000);
   t.quiet = r.count("quiet") > 0;
   return t;
 }

@@ -137,13 +137,6 @@ cxxopts::Options make_options(const std::string& mode) {
 }
 
 // eval and decode read a few training flags; they get the same range checks.
-template <class T>
-T flag_in_range(const cxxopts::ParseResult& r, const char* flag, T lo, T hi) {
-  const T v = r[flag].as<T>();
-  if (v < lo || v > hi) fail<ValueError>("flags", "--{} must be in [{}, {}], got {}", flag, lo, hi, v);
-  return v;
-}
-
 struct Loaded {
   std::unique_ptr<Seq2SeqTransformer> model;
   Vocab vocab;
@@ -232,9 +225,9 @@ void dump_batch(Seq2SeqTransformer& model, const Dataset& data, const std::strin
 }
 
 int eval(const cxxopts::ParseResult& r) {
-  configure_threads(flag_in_range<int>(r, "threads", 1, 256));
-  const int64_t n = flag_in_range<int64_t>(r, "eval-size", 1, 10'000'000);
-  const int64_t beam = flag_in_range<int64_t>(r, "beam", 1, 64);
+  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
+  const int64_t n = cli::flag_in_range<int64_t>(r, "eval-size", 1, 10'000'000);
+  const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
   Loaded l = load_model(r["checkpoint"].as<std::string>());
   // The held-out set of training (same seed, disjoint from a finite training
   // set), unless --seed asks for another one.
@@ -253,8 +246,8 @@ int eval(const cxxopts::ParseResult& r) {
 }
 
 int decode(const cxxopts::ParseResult& r) {
-  configure_threads(flag_in_range<int>(r, "threads", 1, 256));
-  const int64_t beam = flag_in_range<int64_t>(r, "beam", 1, 64);
+  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
+  const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
   Loaded l = load_model(r["checkpoint"].as<std::string>());
   std::vector<std::string> lines;
   if (r.count("sequences")) lines = r["sequences"].as<std::vector<std::string>>();
@@ -282,22 +275,10 @@ int decode(const cxxopts::ParseResult& r) {
 
 int main(int argc, char** argv) {
   return cli::guarded_main("copy_task", [&] {
-    std::string mode = "train";
-    int skip = 0;
-    if (argc > 1 && argv[1][0] != '-') {
-      mode = argv[1];
-      skip = 1;
-    }
-    if (mode != "train" && mode != "eval" && mode != "decode")
-      fail<ValueError>("flags", "unknown mode '{}'; expected train, eval or decode", mode);
-    cxxopts::Options options = make_options(mode);
-    std::vector<char*> args{argv[0]};
-    for (int i = 1 + skip; i < argc; ++i) args.push_back(argv[i]);
-    auto result = options.parse(static_cast<int>(args.size()), args.data());
-    if (result.count("help")) {
-      fmt::print("{}\n", options.help());
-      return 0;
-    }
+    const auto parsed = cli::parse_mode_and_flags(argc, argv, {"train", "eval", "decode"}, "train, eval or decode",
+                                                   make_options);
+    if (!parsed) return 0;
+    const auto& [mode, result] = *parsed;
     if (mode != "decode" && result.count("sequences"))
       fail<ValueError>("flags", "unexpected argument '{}' for mode {}", result["sequences"].as<std::vector<std::string>>()[0], mode);
     if (mode == "train") return train(result);

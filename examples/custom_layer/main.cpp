@@ -228,22 +228,11 @@ cxxopts::Options make_options() {
 
 int main(int argc, char** argv) {
   return cli::guarded_main("custom_layer", [&] {
-    std::string mode = "all";
-    int skip = 0;
-    if (argc > 1 && argv[1][0] != '-') {
-      mode = argv[1];
-      skip = 1;
-    }
-    if (mode != "all" && mode != "check" && mode != "train")
-      fail<ValueError>("flags", "unknown mode '{}'; expected check or train (or nothing for both)", mode);
-    cxxopts::Options options = make_options();
-    std::vector<char*> args{argv[0]};
-    for (int i = 1 + skip; i < argc; ++i) args.push_back(argv[i]);
-    auto r = options.parse(static_cast<int>(args.size()), args.data());
-    if (r.count("help")) {
-      fmt::print("{}\n", options.help());
-      return 0;
-    }
+    const auto parsed = cli::parse_mode_and_flags(argc, argv, {"all", "check", "train"},
+                                                   "check or train (or nothing for both)",
+                                                   [](const std::string&) { return make_options(); });
+    if (!parsed) return 0;
+    const auto& [mode, r] = *parsed;
     if (!r.unmatched().empty()) fail<ValueError>("flags", "unexpected argument '{}'", r.unmatched()[0]);
     const RunOptions t{r["steps"].as<int64_t>(), r["hidden"].as<int64_t>(), r["batch"].as<int64_t>(),
                          r["lr"].as<double>(), r["seed"].as<uint64_t>()};

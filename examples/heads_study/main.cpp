@@ -87,8 +87,7 @@ int run(const cxxopts::ParseResult& r) {
       fail<ValueError>("flags", "--heads {} does not divide d_model {}", h, o.model.d_model);
   std::sort(o.heads.begin(), o.heads.end());
   if (std::find(o.heads.begin(), o.heads.end(), o.inspect_heads) == o.heads.end()) o.inspect_heads = o.heads.back();
-  const int threads = r["threads"].as<int>();
-  if (threads < 1 || threads > 256) fail<ValueError>("flags", "--threads must be in [1, 256], got {}", threads);
+  const int threads = cli::flag_in_range<int>(r, "threads", 1, 256);
   o.training.threads = threads;
   const std::string kernel = configure_threads(threads);
   std::filesystem::create_directories(o.out_dir);

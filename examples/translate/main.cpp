@@ -94,13 +94,6 @@ cxxopts::Options make_options(const std::string& mode) {
   return o;
 }
 
-template <class T>
-T flag_in_range(const cxxopts::ParseResult& r, const char* flag, T lo, T hi) {
-  const T v = r[flag].as<T>();
-  if (!(v >= lo && v <= hi)) fail<ValueError>("flags", "--{} must be in [{}, {}], got {}", flag, lo, hi, v);
-  return v;
-}
-
 void show_samples(const Translator& tr, const EvalResult& e, int64_t n, bool wrong_only) {
   int64_t shown = 0;
   for (size_t i = 0; i < e.outputs.size() && shown < n; ++i) {
@@ -165,7 +158,7 @@ int train(const cxxopts::ParseResult& r) {
 DecodeOptions decode_options(const cxxopts::ParseResult& r, const Seq2SeqTransformer& model) {
   DecodeOptions d;
   const int64_t limit = model.config.max_len - 1;
-  const int64_t max_len = flag_in_range<int64_t>(r, "max-len", 0, 1 << 16);
+  const int64_t max_len = cli::flag_in_range<int64_t>(r, "max-len", 0, 1 << 16);
   if (max_len > limit)
     fail<ValueError>("flags", "--max-len {} exceeds what the model allows ({} tokens)", max_len, limit);
   d.max_len = max_len > 0 ? max_len : limit;
@@ -173,11 +166,11 @@ DecodeOptions decode_options(const cxxopts::ParseResult& r, const Seq2SeqTransfo
 }
 
 int eval(const cxxopts::ParseResult& r) {
-  configure_threads(flag_in_range<int>(r, "threads", 1, 256));
-  const int64_t n = flag_in_range<int64_t>(r, "eval-size", 1, 1'000'000'000);
-  const int64_t beam = flag_in_range<int64_t>(r, "beam", 1, 64);
-  const double alpha = flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
-  const int64_t samples = flag_in_range<int64_t>(r, "samples", 0, 1000);
+  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
+  const int64_t n = cli::flag_in_range<int64_t>(r, "eval-size", 1, 1'000'000'000);
+  const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
+  const double alpha = cli::flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
+  const int64_t samples = cli::flag_in_range<int64_t>(r, "samples", 0, 1000);
   TrainedTranslator l = load_translator(r["checkpoint"].as<std::string>());
   const std::string split = r["split"].as<std::string>();
   const ParallelText text = read_split(r["data"].as<std::string>(), split, l.tr.task.lang);
@@ -223,9 +216,9 @@ std::vector<std::string> input_lines(const cxxopts::ParseResult& r) {
 }
 
 int translate(const cxxopts::ParseResult& r) {
-  configure_threads(flag_in_range<int>(r, "threads", 1, 256));
-  const int64_t beam = flag_in_range<int64_t>(r, "beam", 1, 64);
-  const double alpha = flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
+  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
+  const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
+  const double alpha = cli::flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
   const std::string attention_dir = r["attention-out"].as<std::string>();
   TrainedTranslator l = load_translator(r["checkpoint"].as<std::string>());
   const DecodeOptions d = decode_options(r, *l.model);
@@ -271,22 +264,10 @@ int translate(const cxxopts::ParseResult& r) {
 
 int main(int argc, char** argv) {
   return cli::guarded_main("translate", [&] {
-    std::string mode = "train";
-    int skip = 0;
-    if (argc > 1 && argv[1][0] != '-') {
-      mode = argv[1];
-      skip = 1;
-    }
-    if (mode != "train" && mode != "eval" && mode != "translate")
-      fail<ValueError>("translate", "unknown mode '{}'; expected train, eval or translate", mode);
-    cxxopts::Options options = make_options(mode);
-    std::vector<char*> args{argv[0]};
-    for (int i = 1 + skip; i < argc; ++i) args.push_back(argv[i]);
-    auto result = options.parse(static_cast<int>(args.size()), args.data());
-    if (result.count("help")) {
-      fmt::print("{}\n", options.help());
-      return 0;
-    }
+    const auto parsed = cli::parse_mode_and_flags(argc, argv, {"train", "eval", "translate"},
+                                                   "train, eval or translate", make_options);
+    if (!parsed) return 0;
+    const auto& [mode, result] = *parsed;
     if (!result.unmatched().empty())
       fail<ValueError>("flags", "unexpected argument '{}' for mode {}", result.unmatched()[0], mode);
     if (mode == "train") return train(result);
