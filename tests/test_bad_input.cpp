@@ -41,18 +41,22 @@ std::string with_metadata(const std::string& file, const std::string& key, const
 class BadInput : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/attograd_bad_input_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    tmp_ = new testing::TempDir("bad_input");
+    dir_ = tmp_->path;
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() {
+    delete tmp_;
+    tmp_ = nullptr;
+  }
   static std::string path(const std::string& name) { return dir_ + "/" + name; }
   static std::string write(const std::string& name, const std::string& bytes) {
     testing::write_text(path(name), bytes);
     return path(name);
   }
+  static testing::TempDir* tmp_;
   static std::string dir_;
 };
+testing::TempDir* BadInput::tmp_ = nullptr;
 std::string BadInput::dir_;
 
 // ---- programs -------------------------------------------------------------------------------

@@ -26,16 +26,9 @@ class HeadsStudy : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fs::exists(kProgram)) << kProgram << " does not exist; build the heads_study target first";
-    char tmpl[] = "/tmp/attograd_heads_XXXXXX";
-    const char* p = mkdtemp(tmpl);
-    ASSERT_NE(p, nullptr);
-    dir_ = p;
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string dir_;
+  attograd::testing::TempDir tmp_{"heads"};
+  std::string dir_ = tmp_.path;
 };
 
 int count_matches(const std::string& text, const std::regex& re) {

@@ -44,14 +44,6 @@ class CopyTaskProgram : public ::testing::Test {
     ASSERT_TRUE(fs::exists(kProgram)) << kProgram
                                       << " does not exist; build the copy_task target first "
                                          "(cmake --build <build dir> --target copy_task)";
-    char tmpl[] = "/tmp/attograd_integration_XXXXXX";
-    const char* p = mkdtemp(tmpl);
-    ASSERT_NE(p, nullptr) << "mkdtemp failed";
-    dir_ = p;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
   }
 
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
@@ -61,7 +53,8 @@ class CopyTaskProgram : public ::testing::Test {
     return attograd::testing::run_program(kProgram, args, dir_, input);
   }
 
-  std::string dir_;
+  attograd::testing::TempDir tmp_{"integration"};
+  std::string dir_ = tmp_.path;
 };
 
 // "done: ... held-out exact match 63.50%, token accuracy 89.48%" -> {"63.50", "89.48"}

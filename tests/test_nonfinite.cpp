@@ -62,17 +62,14 @@ class ExplodingRun : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fs::exists(kProgram)) << "build the copy_task target first";
-    char tmpl[] = "/tmp/attograd_nonfinite_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
   }
-  void TearDown() override { fs::remove_all(dir_); }
   testing::ProgramOutcome run(std::vector<std::string> extra) {
     std::vector<std::string> args = kExploding;
     args.insert(args.end(), extra.begin(), extra.end());
     return testing::run_program(kProgram, args, dir_);
   }
-  std::string dir_;
+  testing::TempDir tmp_{"nonfinite"};
+  std::string dir_ = tmp_.path;
 };
 
 TEST_F(ExplodingRun, StopNamesTheStepAndKeepsTheLastGoodCheckpoint) {

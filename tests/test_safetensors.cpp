@@ -14,6 +14,7 @@
 
 #include "autograd/io/safetensors.h"
 #include "autograd/ops.h"
+#include "test_util.h"
 
 using namespace attograd;
 namespace fs = std::filesystem;
@@ -73,19 +74,14 @@ void expect_same(const Tensor& got, const Tensor& want, const std::string& name)
 // Tests that use files get a fresh directory under /tmp, removed afterwards.
 class SafetensorsFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "attograd_st_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir); }
+  attograd::testing::TempDir tmp_{"st"};
   std::vector<std::string> entries() const {
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     return names;
   }
-  fs::path dir;
+  fs::path dir = tmp_.path;
 };
 
 std::string slurp(const fs::path& p) {

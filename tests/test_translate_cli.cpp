@@ -53,20 +53,13 @@ class TranslateProgram : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fs::exists(kProgram)) << kProgram << " does not exist; build the translate target first";
-    char tmpl[] = "/tmp/attograd_translate_XXXXXX";
-    const char* p = mkdtemp(tmpl);
-    ASSERT_NE(p, nullptr);
-    dir_ = p;
     data_ = dir_ + "/numbers";
     fs::create_directories(data_);
     write_text(data_ + "/train.tsv", head_of("train", 3000));
     write_text(data_ + "/valid.tsv", head_of("valid", 100));
     write_text(data_ + "/test.tsv", head_of("test", 100));
   }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
-  }
+
   ProgramOutcome run(const std::vector<std::string>& args, const std::string& input = "") {
     return attograd::testing::run_program(kProgram, args, dir_, input);
   }
@@ -76,7 +69,8 @@ class TranslateProgram : public ::testing::Test {
     EXPECT_EQ(t.code, 0) << t.err;
     return t.out;
   }
-  std::string dir_, data_;
+  attograd::testing::TempDir tmp_{"translate"};
+  std::string dir_ = tmp_.path, data_;
 };
 
 TEST_F(TranslateProgram, ShortTrainingLearnsThenEvalAndTranslateAgree) {

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <exception>
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,24 @@
 #include "autograd/tensor.h"
 
 namespace attograd::testing {
+
+// A fresh directory /tmp/attograd_<name>_XXXXXX, removed with everything in it
+// when the object goes away.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& name = "test") {
+    std::string tmpl = "/tmp/attograd_" + name + "_XXXXXX";
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
 
 // Runs `fn` and returns the message of the E it throws ("" if it throws nothing
 // or something else), so a test can check both the type and the text.
