@@ -15,6 +15,8 @@
 //
 // Two backends with the same contract: OpenBLAS (cblas_sgemm/cblas_dgemm, the
 // default) and gemm_naive, a plain loop kept as reference and fallback.
+// OpenBLAS always runs single-threaded: a large product is cut into pieces by
+// its shape and the pieces run on attograd's thread pool (autograd/threads.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -50,7 +52,7 @@ void gemm_naive(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K,
                 int64_t lda, int64_t ldb, int64_t ldc, T alpha, T beta);
 
 // OpenBLAS' view of the machine: the kernel family it picked ("Haswell", ...)
-// and its thread count.
+// and its own thread count (set_num_threads keeps it at 1).
 std::string blas_corename();
 void blas_set_num_threads(int n);
 int blas_num_threads();
