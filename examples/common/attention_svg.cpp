@@ -1,4 +1,4 @@
-#include "attention_svg.h"
+#include "examples/common/attention_svg.h"
 
 #include <algorithm>
 #include <filesystem>

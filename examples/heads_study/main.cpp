@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cli.h"
+#include "examples/common/cli.h"
 #include "study.h"
 
 using namespace attograd;

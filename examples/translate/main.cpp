@@ -14,12 +14,12 @@
 
 #include <fmt/format.h>
 
-#include "attention_svg.h"
-#include "cli.h"
 #include "data/bleu.h"
 #include "data/parallel.h"
-#include "trainer.h"
-#include "translation.h"
+#include "examples/common/attention_svg.h"
+#include "examples/common/cli.h"
+#include "examples/common/trainer.h"
+#include "examples/common/translation.h"
 
 using namespace attograd;
 
