@@ -12,8 +12,8 @@
 #include "attention_svg.h"
 #include "autograd/io/safetensors.h"
 #include "autograd/node.h"
+#include "head_stats.h"
 #include "nn/generate.h"
-#include "nn/head_stats.h"
 
 namespace attograd::heads {
 
