@@ -74,8 +74,8 @@ struct AttentionCall {
   Tensor head_scale;
 };
 
-// Called once per forward, during the forward. The weights are computed only
-// for a module that has an observer.
+// Called once per forward, during the forward. Only a module with an observer
+// hands out its weights (a copy of them when autograd records the forward).
 using AttentionObserver = std::function<void(AttentionCall&)>;
 
 struct MHAConfig {

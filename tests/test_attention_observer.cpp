@@ -30,13 +30,6 @@ Tensor composed_forward(MultiHeadAttention& m, const Tensor& query, const Tensor
   return m.out_proj->forward(heads.transpose(1, 2).reshape({B, T, m.embed_dim}));
 }
 
-TransformerConfig small_config() {
-  TransformerConfig c;
-  c.src_vocab = 9; c.tgt_vocab = 11; c.d_model = 8; c.heads = 2; c.d_ff = 16;
-  c.enc_layers = 2; c.dec_layers = 2; c.dropout = 0.0; c.max_len = 16;
-  return c;
-}
-
 }  // namespace
 
 TEST(AttentionObserver, SeesWeightsAndHeadsOfEachForward) {
@@ -156,7 +149,9 @@ TEST(AttentionObserver, BadHeadScaleNamesTheModule) {
 
 TEST(AttentionObserver, EveryModuleOfATransformerByNameAndTheGuardRestores) {
   Generator gen(11);
-  Seq2SeqTransformer model(small_config(), gen, nullptr);
+  const TransformerConfig c{.src_vocab = 9, .tgt_vocab = 11, .d_model = 8, .heads = 2, .d_ff = 16,
+                            .enc_layers = 2, .dec_layers = 2, .dropout = 0.0, .max_len = 16};
+  Seq2SeqTransformer model(c, gen, nullptr);
   const std::vector<std::string> names = {"encoder.layers.0.self_attn",  "encoder.layers.1.self_attn",
                                           "decoder.layers.0.self_attn",  "decoder.layers.0.cross_attn",
                                           "decoder.layers.1.self_attn",  "decoder.layers.1.cross_attn"};
