@@ -170,7 +170,7 @@ TEST(AttentionObserver, EveryModuleOfATransformerByNameAndTheGuardRestores) {
   std::vector<std::pair<std::string, Shape>> seen;
   {
     AttentionObserverGuard observe(model, [&](const std::string& name) -> AttentionObserver {
-      return [&seen, name](AttentionCall& c) { seen.emplace_back(name, c.weights.shape()); };
+      return [&seen, name](AttentionCall& call) { seen.emplace_back(name, call.weights.shape()); };
     });
     EXPECT_EQ(model.forward(src, tgt, kpm).to_vector<float>(), plain);
   }
