@@ -95,7 +95,7 @@ TEST(LayerNormModule, Gradcheck) {
 
 TEST(MultiHeadAttention, GradcheckEveryMaskKind) {
   Generator gen(0), g(3);
-  MultiHeadAttention mha(8, 2, gen);
+  MultiHeadAttention mha({.embed_dim = 8, .num_heads = 2}, gen);
   Tensor x = randn_leaf({2, 3, 8}, g);
   gradcheck_module(mha, {x}, [&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[0], in[0]).out; });
   MHAOptions causal;
@@ -108,7 +108,7 @@ TEST(MultiHeadAttention, GradcheckEveryMaskKind) {
 
 TEST(MultiHeadAttention, CrossAttentionWithOtherWidths) {
   Generator gen(0), g(4);
-  MultiHeadAttention mha(8, 4, gen, 0.0, true, 5, 6);
+  MultiHeadAttention mha({.embed_dim = 8, .num_heads = 4, .kdim = 5, .vdim = 6}, gen);
   Tensor q = randn_leaf({2, 3, 8}, g), k = randn_leaf({2, 5, 5}, g), v = randn_leaf({2, 5, 6}, g);
   gradcheck_module(mha, {q, k, v}, [&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[1], in[2]).out; });
   MHAOptions o;
@@ -123,7 +123,7 @@ TEST(MultiHeadAttention, CrossAttentionWithOtherWidths) {
 
 TEST(MultiHeadAttention, FullyMaskedRowGivesZerosNotNaN) {
   Generator gen(0), g(5);
-  MultiHeadAttention mha(4, 2, gen);
+  MultiHeadAttention mha({.embed_dim = 4, .num_heads = 2}, gen);
   Tensor x = Tensor::randn({1, 3, 4}, g).requires_grad_();
   MHAOptions o;
   o.key_padding_mask = Tensor::from_vector(std::vector<bool>{true, true, true}, {1, 3});
@@ -135,7 +135,7 @@ TEST(MultiHeadAttention, FullyMaskedRowGivesZerosNotNaN) {
 
 TEST(MultiHeadAttention, CausalNeverSeesTheFuture) {
   Generator gen(0), g(6);
-  MultiHeadAttention mha(8, 2, gen);
+  MultiHeadAttention mha({.embed_dim = 8, .num_heads = 2}, gen);
   MHAOptions o;
   o.is_causal = true;
   o.need_weights = true;
@@ -157,7 +157,7 @@ TEST(MultiHeadAttention, CausalBackwardSendsNoGradientToTheFuture) {
   // d out[t] / d x[s] is exactly 0 for every s > t: the masked scores were -inf,
   // their probabilities exactly 0, so dS = P ⊙ (dP - rowsum) is 0 there too.
   Generator gen(0), g(8);
-  MultiHeadAttention mha(8, 2, gen);
+  MultiHeadAttention mha({.embed_dim = 8, .num_heads = 2}, gen);
   MHAOptions o;
   o.is_causal = true;
   for (int64_t t = 0; t < 5; ++t) {
@@ -177,7 +177,7 @@ TEST(MultiHeadAttention, CausalBackwardSendsNoGradientToTheFuture) {
 
 TEST(MultiHeadAttention, KVCacheMatchesFullCausalForward) {
   Generator gen(0), g(7);
-  MultiHeadAttention mha(16, 4, gen);
+  MultiHeadAttention mha({.embed_dim = 16, .num_heads = 4}, gen);
   mha.eval();
   NoGradGuard no_grad;
   Tensor x = Tensor::randn({2, 6, 16}, g);
@@ -219,7 +219,7 @@ TEST(Transformer, EncoderDecoderLayersGradcheck) {
     Tensor y = randn_leaf({2, 2, 8}, g), mem = randn_leaf({2, 3, 8}, g);
     Tensor kpm = Tensor::from_vector(std::vector<bool>{false, false, true, false, false, false}, {2, 3});
     gradcheck_module(dec, {y, mem}, [&](const std::vector<Tensor>& in) {
-      return dec.forward(in[0], in[1], Tensor(), kpm);
+      return dec.forward(in[0], {.memory = in[1], .memory_key_padding_mask = kpm});
     });
   }
 }

@@ -12,8 +12,8 @@
 #include "autograd/io/safetensors.h"
 #include "autograd/node.h"
 #include "examples/common/attention_svg.h"
+#include "examples/heads_study/head_stats.h"
 #include "nn/generate.h"
-#include "nn/head_stats.h"
 
 namespace attograd::heads {
 
