@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 
 namespace attograd {
 

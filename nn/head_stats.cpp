@@ -4,7 +4,7 @@
 #include <string_view>
 #include <tuple>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "autograd/ops/loss.h"
 #include "autograd/ops/shape.h"
 

@@ -11,7 +11,7 @@
 
 #include "attention_svg.h"
 #include "autograd/io/safetensors.h"
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "nn/generate.h"
 #include "nn/head_stats.h"
 
