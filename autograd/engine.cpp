@@ -1,10 +1,10 @@
 // The reverse-mode engine: record() builds the graph during the forward pass;
-// run_backward() walks it once in reverse topological order.
+// run_backward() walks it once in reverse topological order. Also the members
+// of Tensor that need the Node (requires_grad_, grad_fn_name, backward).
+#include "autograd/engine.h"
+
 #include <cmath>
 #include <unordered_map>
-
-#include "autograd/node.h"
-#include "autograd/ops/elementwise.h"
 
 namespace attograd {
 
@@ -217,7 +217,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     auto [it, fresh] = buffers.try_emplace(target, g);
     if (fresh) return;
     if (sole_owner(it->second)) add_(it->second, g);
-    else it->second = add(it->second, g);
+    else it->second = add_values(it->second, g);
   };
   std::vector<Node*> ready{start};
   while (!ready.empty()) {
@@ -246,6 +246,26 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     for (auto& c : n->next)
       if (c && --deps[c.get()] == 0) ready.push_back(c.get());
   }
+}
+
+// ---- Tensor's members that need the Node ------------------------------------
+
+Tensor& Tensor::requires_grad_(bool on) {
+  check_defined("requires_grad_");
+  if (impl_->grad_fn)
+    fail<AutogradError>("requires_grad_", "can only be set on leaves; this tensor comes from <{}>; "
+                        "hint: use detach().requires_grad_()", impl_->grad_fn->name);
+  if (on && !is_floating(impl_->dtype))
+    fail<DTypeError>("requires_grad_", "only floating tensors can require grad, got {}",
+                     dtype_name(impl_->dtype));
+  impl_->requires_grad = on;
+  return *this;
+}
+
+std::string Tensor::grad_fn_name() const { return grad_fn() ? grad_fn()->name : ""; }
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  run_backward(*this, grad, retain_graph);
 }
 
 }  // namespace attograd

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 
 namespace attograd {
 

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 
 namespace attograd {
 

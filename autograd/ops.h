@@ -1,11 +1,12 @@
 // Everything a user of the autograd library needs, in one include.
 #pragma once
 #include "autograd/error.h"
+#include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/gradcheck.h"
-#include "autograd/node.h"
-#include "autograd/threads.h"
+#include "autograd/print.h"
 #include "autograd/tensor.h"
+#include "autograd/backend/threads.h"
 #include "autograd/ops/attention.h"
 #include "autograd/ops/dropout.h"
 #include "autograd/ops/elementwise.h"

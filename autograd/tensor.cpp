@@ -1,9 +1,10 @@
 #include "autograd/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "autograd/node.h"
+#include "autograd/kernels/add.h"
 
 namespace attograd {
 
@@ -51,6 +52,71 @@ Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
   impl->strides = std::move(strides);
   impl->dtype = t.dtype();
   return Tensor(std::move(impl));
+}
+
+namespace {
+// A fresh contiguous copy of t's values (not recorded).
+Tensor contiguous_copy(const Tensor& t) {
+  Tensor out = Tensor::empty(t.shape(), t.dtype());
+  out.copy_(t);
+  return out;
+}
+}  // namespace
+
+Tensor contiguous_values(const Tensor& t) {
+  if (!t.defined()) return t;
+  return t.is_contiguous() ? t.detach() : contiguous_copy(t);
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail<ShapeError>(op, "shapes {} and {} do not broadcast (dim {}: {} vs {}); hint: sizes must "
+                       "match or be 1, aligned from the right", shape_str(a), shape_str(b), i, da, db);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Shape broadcast_strides(const Tensor& t, const Shape& out) {
+  const size_t lead = out.size() - t.shape().size();
+  Shape st(out.size(), 0);
+  for (size_t i = 0; i < t.shape().size(); ++i)
+    st[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return st;
+}
+
+void add_(Tensor& acc, const Tensor& g) {
+  if (acc.dtype() != g.dtype())
+    fail<DTypeError>("add_", "operands have dtypes {} {} and {} {}; hint: convert one with .to()",
+                     dtype_name(acc.dtype()), shape_str(acc.shape()), dtype_name(g.dtype()), shape_str(g.shape()));
+  if (broadcast_shapes(acc.shape(), g.shape(), "add_") != acc.shape())
+    fail<ShapeError>("add_", "cannot add shape {} into shape {} in place", shape_str(g.shape()), shape_str(acc.shape()));
+  dispatch_float(acc.dtype(), "add_", [&]<class T>() {
+    if (acc.is_contiguous() && g.is_contiguous() && g.shape() == acc.shape()) {
+      T* pa = acc.data<T>();
+      add_into(pa, pa, g.data<T>(), acc.numel());
+      return;
+    }
+    const Tensor src = acc.shares_storage(g) ? contiguous_copy(g) : g;  // overlapping views: a temporary
+    add_into(acc.data<T>() - acc.offset(), src.data<T>() - src.offset(), acc.shape(),
+             Strided{acc.strides(), acc.offset()}, Strided{broadcast_strides(src, acc.shape()), src.offset()});
+  });
+}
+
+Tensor add_values(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape() || !a.is_contiguous() || !b.is_contiguous()) {
+    Tensor out = contiguous_copy(a);
+    add_(out, b);
+    return out;
+  }
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  dispatch_float(a.dtype(), "add_values", [&]<class T>() { add_into(out.data<T>(), a.data<T>(), b.data<T>(), a.numel()); });
+  return out;
 }
 
 // ---- creation ---------------------------------------------------------------
@@ -217,7 +283,7 @@ void Tensor::copy_(const Tensor& src) {
     fail<ShapeError>("copy_", "source shape {} does not match destination shape {}",
                      shape_str(src.shape()), shape_str(shape()));
   if (impl_->storage == src.impl()->storage && src.impl() != impl()) {
-    copy_(src.clone());  // overlapping views: go through a temporary
+    copy_(contiguous_copy(src));  // overlapping views: go through a temporary
     return;
   }
   dispatch_all(dtype(), [&]<class D>() {
@@ -230,8 +296,8 @@ void Tensor::copy_(const Tensor& src) {
         for (int64_t i = 0, n = numel(); i < n; ++i) d[i] = static_cast<D>(sp[i]);
         return;
       }
-      for_each_offset_pair(shape(), strides(), offset(), src.strides(), src.offset(),
-                           [&](int64_t d, int64_t o) { dst[d] = static_cast<D>(s[o]); });
+      for_each_offset(shape(), [&](int64_t d, int64_t o) { dst[d] = static_cast<D>(s[o]); },
+                      Strided{strides(), offset()}, Strided{src.strides(), src.offset()});
     });
   });
 }
@@ -247,17 +313,6 @@ void Tensor::fill_(double value) {
 // ---- autograd accessors -----------------------------------------------------
 
 bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
-Tensor& Tensor::requires_grad_(bool on) {
-  check_defined("requires_grad_");
-  if (impl_->grad_fn)
-    fail<AutogradError>("requires_grad_", "can only be set on leaves; this tensor comes from <{}>; "
-                        "hint: use detach().requires_grad_()", impl_->grad_fn->name);
-  if (on && !is_floating(impl_->dtype))
-    fail<DTypeError>("requires_grad_", "only floating tensors can require grad, got {}",
-                     dtype_name(impl_->dtype));
-  impl_->requires_grad = on;
-  return *this;
-}
 bool Tensor::is_leaf() const { return !impl_ || !impl_->grad_fn; }
 Tensor Tensor::grad() const { check_defined("grad"); return Tensor(impl_->grad); }
 void Tensor::set_grad(const Tensor& g) {
@@ -275,79 +330,10 @@ const std::shared_ptr<Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<Node> none;
   return impl_ ? impl_->grad_fn : none;
 }
-std::string Tensor::grad_fn_name() const { return grad_fn() ? grad_fn()->name : ""; }
 
 Tensor Tensor::detach() const {
   check_defined("detach");
   return make_view(*this, shape(), strides(), offset());
 }
 
-void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  run_backward(*this, grad, retain_graph);
-}
-
 }  // namespace attograd
-
-// ---- printing -----------------------------------------------------------------
-
-namespace {
-using attograd::Tensor;
-
-// PyTorch's print options: tensors with more than kThreshold elements are
-// summarized, showing kEdge items at each end of every longer dim.
-constexpr int64_t kThreshold = 1000, kEdge = 3;
-
-enum class Kind { floating, integral, boolean };
-
-std::string format_scalar(double v, Kind kind) {
-  if (kind == Kind::boolean) return v != 0 ? "True" : "False";
-  if (kind == Kind::integral) return fmt::format("{}", static_cast<int64_t>(v));
-  return fmt::format("{:.4f}", v);
-}
-
-// Appends dims [dim, ...) starting at element k. Rows of a d-dim block are
-// separated by d-1 newlines and aligned under the opening bracket, as PyTorch.
-void format_values(std::string& out, const std::vector<double>& v, const attograd::Shape& shape,
-                   size_t dim, size_t& k, Kind kind, bool summarize, int indent) {
-  if (shape.empty()) {
-    out += format_scalar(v[k++], kind);
-    return;
-  }
-  out += '[';
-  const int64_t n = shape[dim];
-  const bool innermost = dim + 1 == shape.size();
-  std::string sep = ",";
-  if (innermost) sep += ' ';
-  else sep.append(shape.size() - dim - 1, '\n').append(static_cast<size_t>(indent) + 1, ' ');
-  const bool elide = summarize && n > 2 * kEdge;
-  for (int64_t i = 0; i < n; ++i) {
-    if (elide && i == kEdge) {
-      out.append("...").append(sep);
-      int64_t per = 1;  // elements per index of this dim, skipped for the middle
-      for (size_t d = dim + 1; d < shape.size(); ++d) per *= shape[d];
-      k += static_cast<size_t>((n - 2 * kEdge) * per);
-      i = n - kEdge;
-    }
-    if (innermost) out += format_scalar(v[k++], kind);
-    else format_values(out, v, shape, dim + 1, k, kind, summarize, indent + 1);
-    if (i + 1 < n) out += sep;
-  }
-  out += ']';
-}
-}  // namespace
-
-fmt::format_context::iterator fmt::formatter<attograd::Tensor>::format(
-    const attograd::Tensor& t, fmt::format_context& ctx) const {
-  if (!t.defined()) return fmt::formatter<std::string_view>::format("tensor(undefined)", ctx);
-  std::string out = "tensor(";
-  std::vector<double> v = t.to_vector<double>();
-  size_t k = 0;
-  const Kind kind = t.dtype() == attograd::DType::b8 ? Kind::boolean
-                    : attograd::is_floating(t.dtype()) ? Kind::floating : Kind::integral;
-  format_values(out, v, t.shape(), 0, k, kind, t.numel() > kThreshold, 7);
-  out += fmt::format(", shape={}, dtype={}", attograd::shape_str(t.shape()), attograd::dtype_name(t.dtype()));
-  if (t.grad_fn()) out += fmt::format(", grad_fn=<{}>", t.grad_fn_name());
-  else if (t.requires_grad()) out += ", requires_grad=true";
-  out += ")";
-  return fmt::formatter<std::string_view>::format(out, ctx);
-}

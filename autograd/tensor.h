@@ -21,9 +21,10 @@
 
 #include <fmt/format.h>
 
-#include "autograd/allocator.h"
+#include "autograd/backend/allocator.h"
 #include "autograd/dtype.h"
 #include "autograd/generator.h"
+#include "autograd/kernels/walk.h"
 
 namespace attograd {
 
@@ -109,7 +110,8 @@ class Tensor {
   void copy_(const Tensor& src);
   void fill_(double value);
 
-  // ---- autograd -----------------------------------------------------------
+  // ---- autograd (the members that need the graph's Node: requires_grad_,
+  // grad_fn_name and backward, are defined in engine.cpp) -----------------
   bool requires_grad() const;
   // Mark a leaf as needing a gradient. Only floating leaves can.
   Tensor& requires_grad_(bool on = true);
@@ -154,64 +156,22 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op);
 // A new TensorImpl sharing t's storage with another shape/strides/offset.
 Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset);
 
-// Calls fn(offset_in_elements) for every element of (shape, strides) in
-// row-major logical order. The inner dim runs in a tight loop.
-template <class F>
-void for_each_offset(const Shape& shape, const Shape& strides, int64_t base, F&& fn) {
-  const int64_t nd = static_cast<int64_t>(shape.size());
-  if (nd == 0) { fn(base); return; }
-  for (int64_t s : shape) if (s == 0) return;
-  std::vector<int64_t> idx(nd, 0);
-  const int64_t inner = shape[nd - 1], inner_stride = strides[nd - 1];
-  int64_t off = base;
-  while (true) {
-    for (int64_t i = 0; i < inner; ++i) fn(off + i * inner_stride);
-    int64_t d = nd - 2;
-    for (; d >= 0; --d) {
-      off += strides[d];
-      if (++idx[d] < shape[d]) break;
-      off -= strides[d] * shape[d];
-      idx[d] = 0;
-    }
-    if (d < 0) return;
-  }
-}
+// NumPy broadcasting: align from the right; sizes must match or be 1.
+Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op);
+// t's strides seen from `out` (a broadcast of t's shape): 0 where t is broadcast.
+Shape broadcast_strides(const Tensor& t, const Shape& out);
 
-// Calls fn(a_offset, b_offset) for every element of `shape`, walking two
-// layouts (a_strides from a_base, b_strides from b_base) in step, in row-major
-// logical order: a strided copy without materialising offsets.
-template <class F>
-void for_each_offset_pair(const Shape& shape, const Shape& a_strides, int64_t a_base, const Shape& b_strides,
-                          int64_t b_base, F&& fn) {
-  const int64_t nd = static_cast<int64_t>(shape.size());
-  if (nd == 0) { fn(a_base, b_base); return; }
-  for (int64_t s : shape) if (s == 0) return;
-  std::vector<int64_t> idx(nd, 0);
-  const int64_t inner = shape[nd - 1], as = a_strides[nd - 1], bs = b_strides[nd - 1];
-  int64_t a = a_base, b = b_base;
-  while (true) {
-    for (int64_t i = 0; i < inner; ++i) fn(a + i * as, b + i * bs);
-    int64_t d = nd - 2;
-    for (; d >= 0; --d) {
-      a += a_strides[d];
-      b += b_strides[d];
-      if (++idx[d] < shape[d]) break;
-      a -= a_strides[d] * shape[d];
-      b -= b_strides[d] * shape[d];
-      idx[d] = 0;
-    }
-    if (d < 0) return;
-  }
-}
+// In place, not recorded: acc += g (same dtype; g broadcasts to acc). Used to
+// accumulate gradients and by optimizers under NoGradGuard.
+void add_(Tensor& acc, const Tensor& g);
+// a + g in a fresh contiguous tensor, not recorded (same rules as add_).
+Tensor add_values(const Tensor& a, const Tensor& g);
+// t's values in a contiguous buffer, not recorded: t itself (detached) when
+// already contiguous, else a copy; undefined stays undefined.
+Tensor contiguous_values(const Tensor& t);
 
 }  // namespace attograd
 
-// Printing looks like PyTorch's:
-//   tensor([[1.0000, 2.0000]], shape=[1, 2], dtype=f32, grad_fn=<mul>)
-template <>
-struct fmt::formatter<attograd::Tensor> : fmt::formatter<std::string_view> {
-  fmt::format_context::iterator format(const attograd::Tensor& t, fmt::format_context& ctx) const;
-};
 template <>
 struct fmt::formatter<attograd::DType> : fmt::formatter<std::string_view> {
   fmt::format_context::iterator format(attograd::DType d, fmt::format_context& ctx) const {

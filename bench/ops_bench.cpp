@@ -11,8 +11,8 @@
 
 #include <chrono>
 
-#include "autograd/blas.h"
-#include "autograd/blas_kernel.h"
+#include "autograd/backend/blas.h"
+#include "autograd/backend/blas_kernel.h"
 #include "autograd/generator.h"
 #include "autograd/ops/attention.h"
 #include "autograd/ops/elementwise.h"

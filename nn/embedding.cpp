@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/indexing.h"
 #include "autograd/ops/shape.h"

@@ -4,7 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
+#include "autograd/kernels/rows.h"
 #include "autograd/ops/indexing.h"
 #include "autograd/ops/shape.h"
 
@@ -20,13 +21,10 @@ struct EvalScope {
   bool was_training_;
 };
 
-// log-softmax of one row of V logits, in double.
-std::vector<double> log_softmax_row(const Tensor& logits_row) {
+// log-softmax of one row of V logits, in double: x − logsumexp(x).
+std::vector<double> log_probs(const Tensor& logits_row) {
   std::vector<double> v = logits_row.to_vector<double>();
-  const double mx = *std::max_element(v.begin(), v.end());
-  double s = 0;
-  for (double x : v) s += std::exp(x - mx);
-  const double lse = mx + std::log(s);
+  const double lse = logsumexp_row(v.data(), static_cast<int64_t>(v.size()));
   for (double& x : v) x -= lse;
   return v;
 }
@@ -48,7 +46,7 @@ std::vector<std::vector<double>> step_log_probs(Seq2SeqTransformer& model, const
   Tensor logits = model.decode(ids_tensor(ids, rows), memory, kpm, Tensor(), cache);  // [rows, L, V]
   const int64_t last = logits.size(1) - 1;
   std::vector<std::vector<double>> out;
-  for (int64_t r = 0; r < rows; ++r) out.push_back(log_softmax_row(logits.narrow(0, r, 1).narrow(1, last, 1)));
+  for (int64_t r = 0; r < rows; ++r) out.push_back(log_probs(logits.narrow(0, r, 1).narrow(1, last, 1)));
   return out;
 }
 
@@ -188,7 +186,7 @@ std::vector<double> sequence_log_prob(Seq2SeqTransformer& model, const Tensor& s
     Tensor logits = model.forward(src.narrow(0, b, 1), ids_tensor(in, 1), kpm_b);  // [1, L, V]
     double lp = 0;
     for (size_t t = 0; t < target.size(); ++t)
-      lp += log_softmax_row(logits.narrow(1, static_cast<int64_t>(t), 1))[target[t]];
+      lp += log_probs(logits.narrow(1, static_cast<int64_t>(t), 1))[target[t]];
     res.push_back(lp);
   }
   return res;

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 
 namespace attograd {
 

@@ -6,7 +6,7 @@
 
 #include <fmt/ranges.h>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 
 namespace attograd::optim {
 

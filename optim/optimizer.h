@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/threads.h"
+#include "autograd/backend/threads.h"
 #include "autograd/tensor.h"
 
 namespace attograd::optim {

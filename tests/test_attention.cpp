@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "autograd/blas.h"
+#include "autograd/backend/blas.h"
 #include "autograd/gradcheck.h"
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/ops/attention.h"
 #include "autograd/ops/elementwise.h"

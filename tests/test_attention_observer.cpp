@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/gradcheck.h"
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "nn/transformer.h"
 #include "test_util.h"

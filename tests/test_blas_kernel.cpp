@@ -1,4 +1,4 @@
-// OpenBLAS kernel selection (autograd/blas_kernel.h): the decision, CPUID
+// OpenBLAS kernel selection (autograd/backend/blas_kernel.h): the decision, CPUID
 // against the kernel's view of the CPU, and GEMM under the chosen kernel
 // against the naive reference at the model's shapes.
 #include <cmath>
@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "autograd/blas.h"
-#include "autograd/blas_kernel.h"
+#include "autograd/backend/blas.h"
+#include "autograd/backend/blas_kernel.h"
 #include "autograd/generator.h"
 #include "autograd/tensor.h"
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "data/loader.h"
 #include "examples/heads_study/head_stats.h"
 #include "test_util.h"

@@ -1,9 +1,9 @@
-// matmul, linear and the GEMM layer (autograd/blas.h).
+// matmul, linear and the GEMM layer (autograd/backend/blas.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "autograd/blas.h"
+#include "autograd/backend/blas.h"
 #include "autograd/ops.h"
 #include "autograd/ops/matmul.h"
 #include "test_util.h"

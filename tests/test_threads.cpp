@@ -1,4 +1,4 @@
-// The thread pool (autograd/threads.h), the GEMM split across it, and the
+// The thread pool (autograd/backend/threads.h), the GEMM split across it, and the
 // promise that a training step gives the same numbers with 1 or 2 threads.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/blas.h"
+#include "autograd/backend/blas.h"
 #include "autograd/generator.h"
 #include "autograd/ops.h"
 #include "nn/transformer.h"

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "data/parallel.h"
 #include "nn/generate.h"
 

@@ -23,9 +23,10 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/blas.h"
-#include "autograd/node.h"
-#include "autograd/threads.h"
+#include "autograd/backend/blas.h"
+#include "autograd/backend/threads.h"
+#include "autograd/engine.h"
+#include "autograd/kernels/rows.h"
 #include "autograd/ops/dropout.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/matmul.h"
@@ -183,24 +184,7 @@ void mask_and_softmax(T* p, int64_t b, int64_t bh, const Dims& d, const Masks<T>
       for (int64_t s = 0; s < S; ++s) if (pad[s]) row[s] = -INFINITY;
     if (m.causal)
       for (int64_t s = t + 1; s < S; ++s) row[s] = -INFINITY;
-    // Row softmax, max-subtracted; the sum in double as ops/softmax does.
-    T mx = -INFINITY;
-    bool all_masked = true;
-    for (int64_t s = 0; s < S; ++s) {
-      mx = row[s] > mx ? row[s] : mx;
-      all_masked = all_masked && row[s] == -INFINITY;
-    }
-    if (all_masked) {
-      for (int64_t s = 0; s < S; ++s) row[s] = T(0);
-      continue;
-    }
-    double total = 0;
-    for (int64_t s = 0; s < S; ++s) {
-      row[s] = std::exp(row[s] - mx);
-      total += row[s];
-    }
-    const T inv = static_cast<T>(1.0 / total);
-    for (int64_t s = 0; s < S; ++s) row[s] *= inv;
+    softmax_row(row, row, S);  // the softmax op's kernel; a fully masked row gives 0
   }
 }
 
@@ -361,14 +345,7 @@ void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx) {
       gemm<T>(ds.data(), G.at(b, h), V.at(b, h), T_, S, Dv, G.trans, !V.trans, G.ld, V.ld, S, T(1), T(0));
       if (dropping) apply_keep(ds.data(), ds.data(), z, TS, keep_scale);
       // dS = P ⊙ (dP − rowsum(dP ⊙ P)), over dP in place; 0 wherever P is 0
-      for (int64_t t = 0; t < T_; ++t) {
-        T* r = ds.data() + t * S;
-        const T* pr = p + t * S;
-        double dot = 0;
-        for (int64_t s = 0; s < S; ++s) dot += static_cast<double>(r[s]) * pr[s];
-        const T c = static_cast<T>(dot);
-        for (int64_t s = 0; s < S; ++s) r[s] = pr[s] * (r[s] - c);
-      }
+      for (int64_t t = 0; t < T_; ++t) softmax_backward_row(ds.data() + t * S, ds.data() + t * S, p + t * S, S);
       if (dx.needs(3)) {
         T* m = dm.data<T>() + bh * dm_head_stride;
         for (int64_t i = 0; i < TS; ++i) m[i] += ds[i];

@@ -3,7 +3,7 @@
 // Shape legend: x [*] any shape; keep [*] b8 (the saved mask); out, grad, dx [*].
 #include "autograd/ops/dropout.h"
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "autograd/ops/kernels.h"
 
 namespace attograd {

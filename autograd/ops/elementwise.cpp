@@ -8,35 +8,11 @@
 #include <cmath>
 #include <numbers>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "autograd/ops/kernels.h"
 #include "autograd/ops/reduction.h"
 
 namespace attograd {
-
-// ---- broadcasting helpers -------------------------------------------------
-
-Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
-  const size_t n = std::max(a.size(), b.size());
-  Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (da != db && da != 1 && db != 1)
-      fail<ShapeError>(op, "shapes {} and {} do not broadcast (dim {}: {} vs {}); hint: sizes must "
-                       "match or be 1, aligned from the right", shape_str(a), shape_str(b), i, da, db);
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-Shape broadcast_strides(const Tensor& t, const Shape& out) {
-  const size_t lead = out.size() - t.shape().size();
-  Shape st(out.size(), 0);
-  for (size_t i = 0; i < t.shape().size(); ++i)
-    st[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
-  return st;
-}
 
 namespace {
 
@@ -353,23 +329,6 @@ Tensor lt(const Tensor& a, const Tensor& b) { return gt(b, a); }
 Tensor logical_not(const Tensor& m) {
   check_mask("logical_not", m);
   return map<bool>(m, [](bool v) { return !v; }, DType::b8);
-}
-
-void add_(Tensor& acc, const Tensor& g) {
-  check_same_dtype("add_", acc, g);
-  if (broadcast_shapes(acc.shape(), g.shape(), "add_") != acc.shape())
-    fail<ShapeError>("add_", "cannot add shape {} into shape {} in place", shape_str(g.shape()), shape_str(acc.shape()));
-  dispatch_float(acc.dtype(), "add_", [&]<class T>() {
-    if (acc.is_contiguous() && g.is_contiguous() && g.shape() == acc.shape()) {
-      T* pa = acc.data<T>();
-      const T* pg = g.data<T>();
-      parallel_for(acc.numel(), kElementwiseGrain, [=](int64_t first, int64_t last) {
-        for (int64_t i = first; i < last; ++i) pa[i] += pg[i];
-      });
-      return;
-    }
-    acc.copy_(zip<T>("add_", acc, g, exact<T, T>([](T x, T y) { return x + y; })));
-  });
 }
 
 // ---- operators -------------------------------------------------------------------

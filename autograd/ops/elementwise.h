@@ -41,9 +41,7 @@ Tensor gt(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& mask);
 
-// In place, not recorded: acc += g (g broadcasts to acc). Used to accumulate
-// gradients and by optimizers under NoGradGuard.
-void add_(Tensor& acc, const Tensor& g);
+// In place, not recorded, acc += g: add_ in autograd/tensor.h.
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

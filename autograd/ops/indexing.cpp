@@ -6,9 +6,7 @@
 // zeroed buffer of x's shape with `+=`, so repeated indices accumulate.
 #include "autograd/ops/indexing.h"
 
-#include <array>
-
-#include "autograd/node.h"
+#include "autograd/engine.h"
 
 namespace attograd {
 
@@ -42,27 +40,6 @@ void for_each_selected(const Tensor& t, int64_t dim, const std::vector<int64_t>&
   for_each_offset(outer, outer_st, t.offset(), [&](int64_t o) {
     for (int64_t i : idx) for_each_offset(inner, inner_st, o + i * st[dim], [&](int64_t e) { fn(k++, e); });
   });
-}
-
-// Calls fn(off) for every position p of `shape` in row-major order, where
-// off[k] = base[k] + Σ_d p[d] · strides[k][d]: several tensors walked in step.
-template <size_t K, class F>
-void walk(const Shape& shape, const std::array<Shape, K>& strides, std::array<int64_t, K> off, F&& fn) {
-  for (int64_t s : shape)
-    if (s == 0) return;
-  const int64_t nd = static_cast<int64_t>(shape.size());
-  std::vector<int64_t> idx(nd, 0);
-  while (true) {
-    fn(off);
-    int64_t d = nd - 1;
-    for (; d >= 0; --d) {
-      for (size_t k = 0; k < K; ++k) off[k] += strides[k][d];
-      if (++idx[d] < shape[d]) break;
-      for (size_t k = 0; k < K; ++k) off[k] -= strides[k][d] * shape[d];
-      idx[d] = 0;
-    }
-    if (d < 0) return;
-  }
 }
 
 }  // namespace
@@ -161,11 +138,14 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     const int64_t* pi = base<int64_t>(index);
     T* po = out.data<T>();
     int64_t k = 0;
-    walk<2>(index.shape(), {xst, index.strides()}, {x.offset(), index.offset()}, [&](const std::array<int64_t, 2>& o) {
-      const int64_t i = pi[o[1]];
-      check_in_range("gather", i, n, dim, x);
-      po[k++] = px[o[0] + i * x_step];
-    });
+    for_each_offset(
+        index.shape(),
+        [&](int64_t ox, int64_t oi) {
+          const int64_t i = pi[oi];
+          check_in_range("gather", i, n, dim, x);
+          po[k++] = px[ox + i * x_step];
+        },
+        Strided{xst, x.offset()}, Strided{index.strides(), index.offset()});
   });
   return record("gather", out, {x}, [index_ = index.detach(), dim, sx = x.shape()](const Tensor& grad, Grads& dx) {
     // out[p] = x[p with p[dim] = index[p]]  =>  dx[p with p[dim] = index[p]] += grad[p]
@@ -177,8 +157,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
       const int64_t* pi = base<int64_t>(index_);
       const T* pg = base<T>(grad);
       T* pa = acc.data<T>();
-      walk<3>(index_.shape(), {acc_st, index_.strides(), grad.strides()}, {0, index_.offset(), grad.offset()},
-              [&](const std::array<int64_t, 3>& o) { pa[o[0] + pi[o[1]] * acc_step] += pg[o[2]]; });
+      for_each_offset(
+          index_.shape(), [&](int64_t oa, int64_t oi, int64_t og) { pa[oa + pi[oi] * acc_step] += pg[og]; },
+          Strided{acc_st, 0}, Strided{index_.strides(), index_.offset()}, Strided{grad.strides(), grad.offset()});
     });
     dx[0] += acc;
   });

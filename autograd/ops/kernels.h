@@ -1,5 +1,6 @@
-// Elementwise kernel templates shared by the op files. They compute values
-// only; the op files wrap them with record() to join the graph.
+// Elementwise templates shared by the op files, on Tensors (the raw-pointer
+// kernels under them are in autograd/kernels/). They compute values only; the
+// op files wrap them with record() to join the graph.
 //
 //   map<T>(x, f)        out[i] = f(x[i])                   out: x's shape, contiguous
 //   zip<T>(op, a, b, f) out[i] = f(a[i'], b[i''])          out: broadcast(a, b), contiguous
@@ -10,18 +11,11 @@
 #pragma once
 #include <string_view>
 
-#include "autograd/threads.h"
+#include "autograd/backend/threads.h"
+#include "autograd/kernels/add.h"
 #include "autograd/tensor.h"
 
 namespace attograd {
-
-// Flat loops at least this long are split across the thread pool.
-constexpr int64_t kElementwiseGrain = int64_t{1} << 15;
-
-// NumPy broadcasting: align from the right; sizes must match or be 1.
-Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op);
-// t's strides seen from `out` (a broadcast of t's shape): 0 where t is broadcast.
-Shape broadcast_strides(const Tensor& t, const Shape& out);
 
 template <class T, class F>
 Tensor map(const Tensor& x, F f, DType out_dtype = dtype_of<T>()) {
@@ -70,22 +64,10 @@ Tensor zip(std::string_view op, const Tensor& a, const Tensor& b, F f, DType out
           });
           return;
         }
-        const Shape sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
         // Walk the output in row-major order, carrying both input offsets.
-        const size_t nd = shape.size();
-        std::vector<int64_t> idx(nd, 0);
-        int64_t oa = a.offset(), ob = b.offset();
-        for (int64_t i = 0; i < n; ++i) {
-          po[i] = static_cast<R>(f(pa[oa], pb[ob]));
-          for (size_t d = nd; d-- > 0;) {
-            oa += sa[d];
-            ob += sb[d];
-            if (++idx[d] < shape[d]) break;
-            oa -= sa[d] * shape[d];
-            ob -= sb[d] * shape[d];
-            idx[d] = 0;
-          }
-        }
+        int64_t i = 0;
+        for_each_offset(shape, [&](int64_t oa, int64_t ob) { po[i++] = static_cast<R>(f(pa[oa], pb[ob])); },
+                        Strided{broadcast_strides(a, shape), a.offset()}, Strided{broadcast_strides(b, shape), b.offset()});
       }
     });
   });

@@ -14,11 +14,11 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/node.h"
+#include "autograd/backend/threads.h"
+#include "autograd/engine.h"
+#include "autograd/kernels/rows.h"
 #include "autograd/ops/elementwise.h"
-#include "autograd/ops/lanes.h"
 #include "autograd/ops/reduction.h"
-#include "autograd/threads.h"
 
 namespace attograd {
 
@@ -51,11 +51,6 @@ NormRows check_layer_norm(std::string_view op, const Tensor& x, const Shape& ns,
   return r;
 }
 
-Tensor contiguous_values(const Tensor& t) {
-  NoGradGuard no_grad;
-  return t.defined() ? t.contiguous().detach() : t;
-}
-
 template <class T>
 T* data_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 
@@ -83,7 +78,7 @@ void layer_norm_rows(T* out, T* mean, T* rstd, const T* x, const T* w, const T* 
 }
 
 // Rows per block of the dw/db partial sums: a fixed split, so the sums do not
-// depend on the thread count (see autograd/threads.h).
+// depend on the thread count (see autograd/backend/threads.h).
 constexpr int64_t kNormBlock = 32;
 
 // dx [R, E] (or null), dw, db [E] (or null, accumulated in double) from g [R, E]; see layer_norm's backward.

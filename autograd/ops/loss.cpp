@@ -8,7 +8,8 @@
 
 #include <cmath>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
+#include "autograd/kernels/rows.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/kernels.h"
 #include "autograd/ops/reduction.h"
@@ -58,12 +59,6 @@ int64_t count_valid(std::string_view op, const int64_t* t, const ClassRows& r, i
   return valid;
 }
 
-// Contiguous values, without recording the copy.
-Tensor contiguous_values(const Tensor& x) {
-  NoGradGuard no_grad;
-  return x.contiguous();
-}
-
 // Per-row losses [N] -> out: [] for mean and sum, [*] for none.
 // Mean over zero valid rows is 0 (our choice; PyTorch gives NaN).
 Tensor reduce_rows(const std::vector<double>& loss, Reduction red, int64_t n_valid, const ClassRows& r, DType dtype) {
@@ -92,13 +87,10 @@ void cross_entropy_rows(double* loss, T* lse, const T* x, const int64_t* t, cons
     lse[i] = 0;
     if (t[i] == ignore) continue;
     const T* row = x + i * r.v;
-    double m = -INFINITY;
-    for (int64_t k = 0; k < r.v; ++k) m = row[k] > m ? row[k] : m;
-    double total = 0, mean_x = 0;
-    for (int64_t k = 0; k < r.v; ++k) total += std::exp(row[k] - m);
-    const double l = m + std::log(total);
+    const double l = logsumexp_row(row, r.v);
     loss[i] = (1 - eps) * (l - row[t[i]]);
     if (eps > 0) {  // skipped at ε = 0 so that a -inf logit does not give inf · 0
+      double mean_x = 0;
       for (int64_t k = 0; k < r.v; ++k) mean_x += row[k];
       loss[i] += eps * (l - mean_x / static_cast<double>(r.v));
     }

@@ -18,8 +18,8 @@
 
 #include <algorithm>
 
-#include "autograd/blas.h"
-#include "autograd/node.h"
+#include "autograd/backend/blas.h"
+#include "autograd/engine.h"
 #include "autograd/ops/elementwise.h"
 
 namespace attograd {
@@ -112,26 +112,14 @@ void run(Product p, T* out, const T* a, const T* b, T beta) {
   Layout la, lb, lo;
   if (!layouts(p, la, lb, lo))
     fail<AutogradError>("matmul", "internal error: an operand reached GEMM with strides BLAS cannot read");
-  // Odometer over the remaining batch dims, carrying the three offsets.
-  const int64_t nd = static_cast<int64_t>(p.batch.size());
-  const Shape &sa = p.a.batch_strides, &sb = p.b.batch_strides, &so = p.out.batch_strides;
-  std::vector<int64_t> idx(nd, 0);
-  int64_t oa = p.a.offset, ob = p.b.offset, oo = p.out.offset;
-  while (true) {
-    gemm<T>(out + oo, a + oa, b + ob, p.M, p.N, p.K, la.trans, lb.trans, la.ld, lb.ld, lo.ld, T(1), beta);
-    int64_t d = nd - 1;
-    for (; d >= 0; --d) {
-      oa += sa[d];
-      ob += sb[d];
-      oo += so[d];
-      if (++idx[d] < p.batch[d]) break;
-      oa -= sa[d] * p.batch[d];
-      ob -= sb[d] * p.batch[d];
-      oo -= so[d] * p.batch[d];
-      idx[d] = 0;
-    }
-    if (d < 0) return;
-  }
+  // Every remaining batch index, carrying the three offsets.
+  for_each_offset(
+      p.batch,
+      [&](int64_t oa, int64_t ob, int64_t oo) {
+        gemm<T>(out + oo, a + oa, b + ob, p.M, p.N, p.K, la.trans, lb.trans, la.ld, lb.ld, lo.ld, T(1), beta);
+      },
+      Strided{p.a.batch_strides, p.a.offset}, Strided{p.b.batch_strides, p.b.offset},
+      Strided{p.out.batch_strides, p.out.offset});
 }
 
 // t [tbatch..., rows, cols] seen from a product over `batch` (tbatch broadcasts to it).

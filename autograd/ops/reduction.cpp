@@ -10,7 +10,7 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/shape.h"
 

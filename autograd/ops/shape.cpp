@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "autograd/ops/elementwise.h"
 
 namespace attograd {

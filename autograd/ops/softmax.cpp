@@ -1,15 +1,18 @@
 // Softmax and log-softmax: forward, then the backward closure right under it.
 //
-// Shape legend: x is [d0, ..., dk-1] and `dim` has size n. The kernels see a
+// Shape legend: x is [d0, ..., dk-1] and `dim` has size n. The ops see a
 // contiguous x as an [outer, n, inner] block: row (o, i) is x[o, :, i], n
-// elements `inner` apart. The last dim (inner == 1) is the contiguous fast
-// path; any other dim walks its rows with stride inner.
+// elements `inner` apart, and hand each row to a row kernel of
+// autograd/kernels/rows.h (which also defines the fully masked row). The last
+// dim (inner == 1) is the contiguous fast path; any other dim walks its rows
+// with stride inner.
 // Both ops save only their output y [x's shape].
 #include "autograd/ops/softmax.h"
 
 #include <cmath>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
+#include "autograd/kernels/rows.h"
 
 namespace attograd {
 
@@ -36,82 +39,24 @@ void for_each_row(const Rows& r, F f) {
     for (int64_t i = 0; i < r.inner; ++i) f(o * r.n * r.inner + i);
 }
 
-// x's values in a contiguous buffer, without recording the copy.
-Tensor contiguous_values(const Tensor& x) {
-  NoGradGuard no_grad;
-  return x.contiguous();
+// One kernel from autograd/kernels/rows.h applied to every row:
+// row_kernel(out_row, in_row, n, stride). out, in: [outer, n, inner] contiguous.
+template <class T, class RowKernel>
+void each_row(T* out, const T* in, const Rows& r, RowKernel row_kernel) {
+  for_each_row(r, [&](int64_t base) { row_kernel(out + base, in + base, r.n, r.inner); });
 }
 
-// out = softmax (kLog false) or log_softmax (kLog true) of each row of x.
-// out, x: [outer, n, inner] contiguous
-template <class T, bool kLog>
-void softmax_rows(T* out, const T* x, const Rows& r) {
-  const int64_t s = r.inner;
-  for_each_row(r, [&](int64_t base) {
-    const T* xr = x + base;
-    T* yr = out + base;
-    T m = -INFINITY;
-    bool masked = true;  // every input is -inf (a NaN makes the row NaN instead)
-    for (int64_t k = 0; k < r.n; ++k) {
-      const T v = xr[k * s];
-      m = v > m ? v : m;
-      masked = masked && v == -INFINITY;
-    }
-    if (masked) {
-      for (int64_t k = 0; k < r.n; ++k) yr[k * s] = kLog ? T(-INFINITY) : T(0);
-      return;
-    }
-    double total = 0;
-    for (int64_t k = 0; k < r.n; ++k) {
-      const T e = std::exp(xr[k * s] - m);
-      if constexpr (!kLog) yr[k * s] = e;
-      total += e;
-    }
-    if constexpr (kLog) {
-      const T log_total = static_cast<T>(std::log(total));
-      for (int64_t k = 0; k < r.n; ++k) yr[k * s] = xr[k * s] - m - log_total;
-    } else {
-      const T inv = static_cast<T>(1.0 / total);
-      for (int64_t k = 0; k < r.n; ++k) yr[k * s] *= inv;
-    }
-  });
-}
-
-// dx, g, y: [outer, n, inner] contiguous
-template <class T>
-void softmax_backward_rows(T* dx, const T* g, const T* y, const Rows& r) {
-  const int64_t s = r.inner;
-  for_each_row(r, [&](int64_t base) {
-    double dot = 0;
-    for (int64_t k = 0; k < r.n; ++k) dot += static_cast<double>(g[base + k * s]) * y[base + k * s];
-    const T d = static_cast<T>(dot);
-    for (int64_t k = 0; k < r.n; ++k) dx[base + k * s] = y[base + k * s] * (g[base + k * s] - d);
-  });
-}
-
-// dx, g, y: [outer, n, inner] contiguous
-template <class T>
-void log_softmax_backward_rows(T* dx, const T* g, const T* y, const Rows& r) {
-  const int64_t s = r.inner;
-  for_each_row(r, [&](int64_t base) {
-    double total = 0;
-    bool masked = true;
-    for (int64_t k = 0; k < r.n; ++k) {
-      total += g[base + k * s];
-      masked = masked && y[base + k * s] == -INFINITY;
-    }
-    const T t = static_cast<T>(total);
-    for (int64_t k = 0; k < r.n; ++k)
-      dx[base + k * s] = masked ? T(0) : g[base + k * s] - std::exp(y[base + k * s]) * t;
-  });
-}
-
-// The shared backward plumbing: grad made contiguous, a fresh dx of y's shape.
-template <class Kernel>
-Tensor rows_backward(std::string_view op, const Tensor& grad, const Tensor& y, const Rows& r, Kernel kernel) {
+// The shared backward plumbing: grad made contiguous, a fresh dx of y's shape,
+// row_kernel(dx_row, g_row, y_row, n, stride) on every row.
+template <class RowKernel>
+Tensor rows_backward(std::string_view op, const Tensor& grad, const Tensor& y, const Rows& r, RowKernel row_kernel) {
   const Tensor g = grad.contiguous();
   Tensor out = Tensor::empty(y.shape(), y.dtype());
-  dispatch_float(y.dtype(), op, [&]<class T>() { kernel(out.data<T>(), g.data<T>(), y.data<T>(), r); });
+  dispatch_float(y.dtype(), op, [&]<class T>() {
+    T* dx = out.data<T>();
+    const T *pg = g.data<T>(), *py = y.data<T>();
+    for_each_row(r, [&](int64_t base) { row_kernel(dx + base, pg + base, py + base, r.n, r.inner); });
+  });
   return out;
 }
 
@@ -122,11 +67,11 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   const Rows r = rows_along(x.shape(), wrap_dim(dim, x.dim(), "softmax"));
   const Tensor xc = contiguous_values(x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), "softmax", [&]<class T>() { softmax_rows<T, false>(out.data<T>(), xc.data<T>(), r); });
+  dispatch_float(x.dtype(), "softmax", [&]<class T>() { each_row(out.data<T>(), xc.data<T>(), r, softmax_row<T>); });
   return record("softmax", out, {x}, [r, y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = y = softmax(x)  =>  dx = y ⊙ (grad − Σ grad ⊙ y)   (a masked row has y = 0: dx = 0)
-    dx[0] += rows_backward("softmax", grad, y, r, []<class T>(T* d, const T* g, const T* yy, const Rows& rr) {
-      softmax_backward_rows<T>(d, g, yy, rr);
+    dx[0] += rows_backward("softmax", grad, y, r, []<class T>(T* d, const T* g, const T* yy, int64_t n, int64_t s) {
+      softmax_backward_row<T>(d, g, yy, n, s);
     });
   });
 }
@@ -136,11 +81,13 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   const Rows r = rows_along(x.shape(), wrap_dim(dim, x.dim(), "log_softmax"));
   const Tensor xc = contiguous_values(x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), "log_softmax", [&]<class T>() { softmax_rows<T, true>(out.data<T>(), xc.data<T>(), r); });
+  dispatch_float(x.dtype(), "log_softmax", [&]<class T>() {
+    each_row(out.data<T>(), xc.data<T>(), r, log_softmax_row<T>);
+  });
   return record("log_softmax", out, {x}, [r, y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = y = log_softmax(x)  =>  dx = grad − exp(y) Σ grad   (a masked row: dx = 0, our choice)
-    dx[0] += rows_backward("log_softmax", grad, y, r, []<class T>(T* d, const T* g, const T* yy, const Rows& rr) {
-      log_softmax_backward_rows<T>(d, g, yy, rr);
+    dx[0] += rows_backward("log_softmax", grad, y, r, []<class T>(T* d, const T* g, const T* yy, int64_t n, int64_t s) {
+      log_softmax_backward_row<T>(d, g, yy, n, s);
     });
   });
 }

@@ -35,8 +35,8 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "autograd/blas.h"
-#include "autograd/node.h"
+#include "autograd/backend/blas.h"
+#include "autograd/engine.h"
 #include "autograd/ops/loss.h"
 #include "autograd/ops/shape.h"
 #include "examples/common/cli.h"

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "autograd/error.h"
-#include "autograd/node.h"
+#include "autograd/engine.h"
 
 namespace attograd {
 namespace {

@@ -10,7 +10,7 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "autograd/blas_kernel.h"
+#include "autograd/backend/blas_kernel.h"
 
 namespace attograd::cli {
 

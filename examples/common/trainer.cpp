@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "autograd/blas.h"
-#include "autograd/node.h"
-#include "autograd/threads.h"
+#include "autograd/backend/blas.h"
+#include "autograd/engine.h"
+#include "autograd/backend/threads.h"
 #include "autograd/ops/loss.h"
 #include "autograd/ops/reduction.h"
 #include "examples/common/cli.h"

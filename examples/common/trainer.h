@@ -104,7 +104,7 @@ struct TrainSummary {
 TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
                            const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks);
 
-// Sets attograd's thread pool (GEMMs and parallel loops; see autograd/threads.h)
+// Sets attograd's thread pool (GEMMs and parallel loops; see autograd/backend/threads.h)
 // and prints nothing; returns the BLAS kernel name.
 std::string configure_threads(int threads);
 

@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "autograd/blas.h"
+#include "autograd/backend/blas.h"
 #include "autograd/io/safetensors.h"
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "data/copy_task.h"
 #include "data/tokenizer.h"
 #include "examples/common/cli.h"

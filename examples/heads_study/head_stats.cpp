@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "autograd/ops/loss.h"
 #include "autograd/ops/shape.h"
 

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "autograd/io/safetensors.h"
-#include "autograd/node.h"
+#include "autograd/engine.h"
 #include "examples/common/attention_svg.h"
 #include "examples/heads_study/head_stats.h"
 #include "nn/generate.h"

@@ -19,6 +19,9 @@
 
 namespace attograd {
 
+// The kernel family OpenBLAS picked ("Haswell", "SkylakeX", "Prescott", ...).
+std::string blas_corename();
+
 // What CPUID (and the OS, via XGETBV) says the processor can run.
 struct CpuFeatures {
   bool avx2 = false, fma = false;

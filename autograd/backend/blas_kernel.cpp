@@ -1,4 +1,4 @@
-#include "autograd/blas_kernel.h"
+#include "autograd/backend/blas_kernel.h"
 
 #include <unistd.h>
 
@@ -16,9 +16,10 @@
 #include <cpuid.h>
 #endif
 
-#include "autograd/blas.h"
-
-extern "C" char* openblas_get_config(void);
+extern "C" {
+char* openblas_get_config(void);
+char* openblas_get_corename(void);
+}
 
 namespace attograd {
 
@@ -38,6 +39,11 @@ bool blas_is_dynamic_arch() {
 }
 
 }  // namespace
+
+std::string blas_corename() {
+  const char* name = openblas_get_corename();
+  return name ? name : "";
+}
 
 CpuFeatures cpu_features() {
   CpuFeatures f;

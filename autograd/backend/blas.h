@@ -16,10 +16,15 @@
 // Two backends with the same contract: OpenBLAS (cblas_sgemm/cblas_dgemm, the
 // default) and gemm_naive, a plain loop kept as reference and fallback.
 // OpenBLAS always runs single-threaded: a large product is cut into pieces by
-// its shape and the pieces run on attograd's thread pool (autograd/threads.h).
+// its shape and the pieces run on attograd's thread pool (autograd/backend/threads.h).
+//
+// The backend's layers, each using only the ones below it:
+//   blas (this file) -> blas_kernel (OpenBLAS kernel choice), threads (the pool)
+//   allocator (storage), on its own
 #pragma once
 #include <cstdint>
-#include <string>
+
+#include "autograd/backend/blas_kernel.h"
 
 namespace attograd {
 
@@ -51,9 +56,9 @@ template <class T>
 void gemm_naive(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
                 int64_t lda, int64_t ldb, int64_t ldc, T alpha, T beta);
 
-// OpenBLAS' view of the machine: the kernel family it picked ("Haswell", ...)
-// and its own thread count (set_num_threads keeps it at 1).
-std::string blas_corename();
+// OpenBLAS' own thread count: 1 from load time on (the pool splits large
+// GEMMs instead). Tests and benchmarks may change it; blas_corename() (the
+// kernel family OpenBLAS picked) is in blas_kernel.h.
 void blas_set_num_threads(int n);
 int blas_num_threads();
 

@@ -1,4 +1,4 @@
-#include "autograd/allocator.h"
+#include "autograd/backend/allocator.h"
 
 #include <atomic>
 #include <cstdlib>

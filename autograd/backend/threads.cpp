@@ -1,4 +1,4 @@
-#include "autograd/threads.h"
+#include "autograd/backend/threads.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/blas.h"
 #include "autograd/error.h"
 
 namespace attograd {
@@ -127,7 +126,6 @@ void set_num_threads(int n) {
     fail<ValueError>("set_num_threads", "called inside a parallel_for chunk; hint: set the thread count before "
                      "training, from the main thread");
   std::lock_guard<std::mutex> lock(g_pool_mu);
-  blas_set_num_threads(1);
   if (num_threads() == n) return;
   pool().reset();
   if (n > 1) pool() = std::make_unique<Pool>(n);

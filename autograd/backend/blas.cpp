@@ -1,4 +1,4 @@
-#include "autograd/blas.h"
+#include "autograd/backend/blas.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,15 +7,14 @@
 
 #include <cblas.h>
 
-#include "autograd/blas_kernel.h"
+#include "autograd/backend/blas_kernel.h"
 #include "autograd/error.h"
-#include "autograd/threads.h"
+#include "autograd/backend/threads.h"
 
 // OpenBLAS extensions; declared here too in case <cblas.h> is another vendor's.
 extern "C" {
 void openblas_set_num_threads(int num_threads);
 int openblas_get_num_threads(void);
-char* openblas_get_corename(void);
 }
 
 namespace attograd {
@@ -23,6 +22,13 @@ namespace attograd {
 namespace {
 
 std::atomic<GemmBackend> g_backend{GemmBackend::blas};
+
+// OpenBLAS runs single-threaded: large products are split across attograd's
+// pool instead (see blas.h). Set once, when this layer is loaded.
+const bool g_blas_single_threaded = [] {
+  openblas_set_num_threads(1);
+  return true;
+}();
 
 void check_gemm_args(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, int64_t lda, int64_t ldb,
                      int64_t ldc) {
@@ -135,10 +141,6 @@ template void gemm_naive<float>(float*, const float*, const float*, int64_t, int
 template void gemm_naive<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, bool, bool,
                                  int64_t, int64_t, int64_t, double, double);
 
-std::string blas_corename() {
-  const char* name = openblas_get_corename();
-  return name ? name : "";
-}
 void blas_set_num_threads(int n) {
   if (n < 1) fail<ValueError>("blas_set_num_threads", "thread count must be >= 1, got {}", n);
   openblas_set_num_threads(n);

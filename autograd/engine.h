@@ -1,6 +1,11 @@
-// The graph. Every differentiable op makes one Node: the op's name, an edge to
-// the Node that produced each input, and the backward closure written right
-// under the op's forward. See docs/autograd.md for the walk-through.
+// The reverse-mode engine (engine.cpp): the graph, record() that builds it
+// during the forward pass, run_backward() that walks it, and the grad and
+// anomaly modes. Every differentiable op makes one Node: the op's name, an
+// edge to the Node that produced each input, and the backward closure written
+// right under the op's forward. See docs/autograd.md for the walk-through.
+//
+// The engine sits on tensor.h (and the kernels under it) only; the ops sit on
+// the engine. Gradients are summed with add_ / add_values (tensor.h).
 #pragma once
 #include <functional>
 #include <memory>

@@ -1,8 +1,10 @@
 // attograd's one thread pool. Every parallel loop in the library runs on it,
-// and so do large GEMMs: gemm<T>() splits its output rows (or columns) across
-// the pool and calls OpenBLAS single-threaded on each part. OpenBLAS never
-// starts threads of its own, so the two never compete for the cores (measured
-// on 2 cores, an OpenMP pool plus OpenBLAS's pool ran 3-30x slower than one).
+// and so do large GEMMs: gemm<T>() (backend/blas.h) splits its output rows (or
+// columns) across the pool and calls OpenBLAS single-threaded on each part.
+// The GEMM layer keeps OpenBLAS at one thread itself, so the two never compete
+// for the cores (measured on 2 cores, an OpenMP pool plus OpenBLAS's pool ran
+// 3-30x slower than one). The pool knows nothing of BLAS: it is the bottom of
+// the backend.
 //
 //   set_num_threads(n)    the pool: the calling thread plus n − 1 workers
 //   parallel_for(n, grain, f)
@@ -25,7 +27,7 @@
 
 namespace attograd {
 
-// Process-wide; n >= 1. Also sets OpenBLAS to one thread (see above).
+// Process-wide; n >= 1.
 void set_num_threads(int n);
 int num_threads();
 // True inside a chunk of parallel_for (on any thread).
