@@ -9,11 +9,28 @@ std::vector<std::string> adam_slots(const AdamOptions& o) {
   if (o.amsgrad) return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"step", "exp_avg", "exp_avg_sq"};
 }
+// The update of one element, in the parameter's dtype, given the step's
+// scalars (see adam.h): the moments, then p. vmax is max_exp_avg_sq's element
+// with amsgrad, else null.
+template <class T>
+struct AdamElement {
+  T beta1, beta2, one_minus_beta1, one_minus_beta2, eps, bias_correction2_sqrt, neg_step_size;
+  void operator()(T& p, T g, T& m, T& v, T* vmax) const {
+    const T m_t = m * beta1 + one_minus_beta1 * g;
+    const T v_t = v * beta2 + one_minus_beta2 * g * g;
+    m = m_t;
+    v = v_t;
+    T second = v_t;
+    if (vmax) {
+      if (*vmax < v_t || v_t != v_t) *vmax = v_t;  // torch.maximum keeps NaN
+      second = *vmax;
+    }
+    p += neg_step_size * (m_t / (std::sqrt(second) / bias_correction2_sqrt + eps));
+  }
+};
+
 AdamOptions from_adamw(const AdamWOptions& o) {
   return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad};
-}
-std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
-  return {ParamGroup{std::move(params), std::nullopt, std::nullopt}};
 }
 }  // namespace
 
@@ -54,11 +71,11 @@ void Adam::update(const Group& group, size_t index, const Tensor& param, const T
   const double step_size = group.lr / bias_correction1;
   const double decay = 1 - group.lr * group.weight_decay;  // AdamW's p *= (1 - lr * wd)
   dispatch_float(param.dtype(), name(), [&]<class T>() {
-    const T b1 = static_cast<T>(opt_.beta1), b2 = static_cast<T>(opt_.beta2);
-    const T one_minus_b1 = static_cast<T>(1 - opt_.beta1), one_minus_b2 = static_cast<T>(1 - opt_.beta2);
-    const T eps = static_cast<T>(opt_.eps), wd = static_cast<T>(group.weight_decay);
-    const T bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
-    const T neg_step = static_cast<T>(-step_size), shrink = static_cast<T>(decay);
+    const AdamElement<T> adam{static_cast<T>(opt_.beta1), static_cast<T>(opt_.beta2),
+                              static_cast<T>(1 - opt_.beta1), static_cast<T>(1 - opt_.beta2),
+                              static_cast<T>(opt_.eps), static_cast<T>(std::sqrt(bias_correction2)),
+                              static_cast<T>(-step_size)};
+    const T wd = static_cast<T>(group.weight_decay), shrink = static_cast<T>(decay);
     const bool coupled = !decoupled_ && group.weight_decay != 0;
     const bool decoupled = decoupled_ && group.weight_decay != 0;
     T* m = st[1].data<T>();                                   // exp_avg    [p's shape]
@@ -69,28 +86,14 @@ void Adam::update(const Group& group, size_t index, const Tensor& param, const T
       T* const p = param.data<T>();
       const T* const g = grad.data<T>();
       parallel_for(param.numel(), int64_t{1} << 14, [=](int64_t first, int64_t last) {
-        for (int64_t i = first; i < last; ++i) {
-          const T mi = m[i] * b1 + one_minus_b1 * g[i];
-          const T vi = v[i] * b2 + one_minus_b2 * g[i] * g[i];
-          m[i] = mi;
-          v[i] = vi;
-          p[i] += neg_step * (mi / (std::sqrt(vi) / bc2_sqrt + eps));
-        }
+        for (int64_t i = first; i < last; ++i) adam(p[i], g[i], m[i], v[i], nullptr);
       });
       return;
     }
     for_each_param_element<T>(param, grad, [&](T& p, T g, int64_t i) {
       if (coupled) g += wd * p;
       if (decoupled) p *= shrink;
-      m[i] = m[i] * b1 + one_minus_b1 * g;
-      v[i] = v[i] * b2 + one_minus_b2 * g * g;
-      T second = v[i];
-      if (vmax) {
-        if (vmax[i] < v[i] || v[i] != v[i]) vmax[i] = v[i];  // torch.maximum keeps NaN
-        second = vmax[i];
-      }
-      const T denom = std::sqrt(second) / bc2_sqrt + eps;
-      p += neg_step * (m[i] / denom);
+      adam(p, g, m[i], v[i], vmax ? vmax + i : nullptr);
     });
   });
 }

@@ -17,14 +17,19 @@
 
 namespace attograd::optim {
 
-struct AdamOptions {
+// Adam's and AdamW's hyper-parameters: the same fields, only the default weight
+// decay differs (PyTorch's: 0 for Adam, 1e-2 for AdamW).
+template <double DefaultWeightDecay>
+struct AdamFields {
   double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 0;
+  double weight_decay = DefaultWeightDecay;
   bool amsgrad = false;
 };
+using AdamOptions = AdamFields<0.0>;
+using AdamWOptions = AdamFields<1e-2>;
 
 class Adam : public Optimizer {
  public:
@@ -41,16 +46,6 @@ class Adam : public Optimizer {
  private:
   AdamOptions opt_;
   bool decoupled_;  // AdamW's weight decay
-};
-
-// AdamW's options differ from Adam's only in the default weight decay.
-struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 1e-2;
-  bool amsgrad = false;
 };
 
 class AdamW : public Adam {

@@ -43,6 +43,11 @@ struct ParamGroup {
   std::optional<double> weight_decay;
 };
 
+// All of `params` as one group with the optimizer's lr and weight decay.
+inline std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
+  return {ParamGroup{std::move(params), std::nullopt, std::nullopt}};
+}
+
 class Optimizer {
  public:
   struct Group {

@@ -8,6 +8,8 @@
 // sets lr_at(counter) on every parameter group of opt.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "optim/optimizer.h"
 
@@ -17,17 +19,24 @@ class Schedule {
  public:
   virtual ~Schedule() = default;
   // The lr of step `step` (>= 1; smaller steps throw a ValueError).
-  virtual double lr_at(int64_t step) const = 0;
+  double lr_at(int64_t step) const;
   // Moves to the next step, sets its lr on every group of opt, and returns it.
   double step(Optimizer& opt);
   // The last step set (0 before the first step()); restore it to resume a run.
   int64_t last_step() const { return last_step_; }
   void set_last_step(int64_t step);
+  const std::string& name() const { return name_; }
 
  protected:
-  void check_step(int64_t step, std::string_view schedule) const;
+  explicit Schedule(std::string name) : name_(std::move(name)) {}
+  // Throws a ValueError naming this schedule unless ok, e.g. "Noam: expected warmup_steps >= 1, got 0".
+  void check_arg(bool ok, std::string_view expected, double got) const;
 
  private:
+  // The schedule's formula at a step >= 1.
+  virtual double formula(int64_t step) const = 0;
+
+  std::string name_;
   int64_t last_step_ = 0;
 };
 
@@ -35,9 +44,9 @@ class Schedule {
 class Constant : public Schedule {
  public:
   explicit Constant(double lr);
-  double lr_at(int64_t step) const override;
 
  private:
+  double formula(int64_t step) const override;
   double lr_;
 };
 
@@ -45,9 +54,9 @@ class Constant : public Schedule {
 class LinearWarmup : public Schedule {
  public:
   LinearWarmup(double peak_lr, int64_t warmup_steps);
-  double lr_at(int64_t step) const override;
 
  private:
+  double formula(int64_t step) const override;
   double peak_lr_;
   int64_t warmup_;
 };
@@ -59,9 +68,9 @@ class LinearWarmup : public Schedule {
 class Noam : public Schedule {
  public:
   Noam(int64_t d_model, int64_t warmup_steps, double factor = 1.0);
-  double lr_at(int64_t step) const override;
 
  private:
+  double formula(int64_t step) const override;
   int64_t d_model_, warmup_;
   double factor_;
 };
@@ -73,9 +82,9 @@ class Noam : public Schedule {
 class WarmupCosine : public Schedule {
  public:
   WarmupCosine(double peak_lr, int64_t warmup_steps, int64_t total_steps, double min_lr = 0.0);
-  double lr_at(int64_t step) const override;
 
  private:
+  double formula(int64_t step) const override;
   double peak_lr_;
   int64_t warmup_, total_;
   double min_lr_;
@@ -86,9 +95,9 @@ class WarmupCosine : public Schedule {
 class StepDecay : public Schedule {
  public:
   StepDecay(double lr, int64_t step_size, double gamma = 0.1);
-  double lr_at(int64_t step) const override;
 
  private:
+  double formula(int64_t step) const override;
   double lr_;
   int64_t step_size_;
   double gamma_;

@@ -10,7 +10,7 @@ std::vector<std::string> sgd_slots(const SGDOptions& o) {
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
-    : SGD(std::vector<ParamGroup>{ParamGroup{std::move(params), std::nullopt, std::nullopt}}, options) {}
+    : SGD(one_group(std::move(params)), options) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
     : Optimizer("SGD", std::move(groups), options.lr, options.weight_decay, sgd_slots(options)),

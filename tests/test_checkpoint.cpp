@@ -17,6 +17,7 @@
 #include "autograd/ops/loss.h"
 #include "data/copy_task.h"
 #include "examples/common/checkpoint.h"
+#include "examples/common/train_choices.h"
 #include "examples/common/trainer.h"
 #include "optim/adam.h"
 #include "test_util.h"
@@ -442,6 +443,57 @@ TEST(Resume, RefusesAMismatchingConfigOrAnEmptyDirectory) {
   o.checkpoint_dir = empty.path;
   const std::string none = error_message<IOError>([&] { tiny_run(o); });
   EXPECT_NE(none.find("no complete checkpoint"), std::string::npos) << none;
+}
+
+TEST(Resume, EveryOptimizerInTheTableResumesExactly) {
+  // Each --optimizer row saves its state and its name, and a resumed run
+  // continues it bit for bit; the optimizers really differ.
+  std::vector<std::vector<double>> trajectories;
+  for (const OptimizerChoice& choice : optimizer_choices()) {
+    SCOPED_TRACE(std::string(choice.name));
+    TempDir whole, split;
+    TrainOptions o = resume_options(whole.path, 2 * kHalf, 5);
+    o.optimizer = choice.name;
+    const TrainSummary full = tiny_run(o);
+    o.checkpoint_dir = split.path;
+    o.steps = kHalf;
+    tiny_run(o);
+    EXPECT_EQ(load_checkpoint(split.path, true).progress.optimizer, std::string(choice.name));
+    o.steps = 2 * kHalf;
+    o.resume = true;
+    const TrainSummary rest = tiny_run(o, /*scramble=*/true);
+    expect_same_losses(rest.losses, part(full.losses, kHalf, 2 * kHalf), "resumed half");
+    trajectories.push_back(full.losses);
+  }
+  ASSERT_EQ(trajectories.size(), 3u);
+  EXPECT_NE(trajectories[0], trajectories[1]);
+  EXPECT_NE(trajectories[1], trajectories[2]);
+}
+
+TEST(Resume, RefusesAnotherOptimizerNamingTheSavedOne) {
+  // Adam and AdamW state dicts have the same keys: only the saved name tells them apart.
+  for (const char* other : {"adam", "sgd"}) {
+    TempDir dir;
+    tiny_run(resume_options(dir.path, 2, 5));  // adamw, the default
+    TrainOptions o = resume_options(dir.path, 4, 5);
+    o.optimizer = other;
+    o.resume = true;
+    const std::string msg = error_message<ValueError>([&] { tiny_run(o); });
+    EXPECT_NE(msg.find(fmt::format("was trained with --optimizer adamw, but the flags give --optimizer {}; hint: pass "
+                                   "--optimizer adamw", other)), std::string::npos) << msg;
+  }
+}
+
+TEST(Resume, AnUnknownOptimizerOrScheduleNamesTheTable) {
+  TrainOptions o = resume_options("", 2, 5);
+  o.optimizer = "rmsprop";
+  EXPECT_NE(error_message<ValueError>([&] { tiny_run(o); }).find("--optimizer must be sgd, adam or adamw, got 'rmsprop'"),
+            std::string::npos);
+  o.optimizer = "adamw";
+  o.schedule = "linear";
+  EXPECT_NE(error_message<ValueError>([&] { tiny_run(o); })
+                .find("--schedule must be constant, warmup, cosine, noam or step, got 'linear'"),
+            std::string::npos);
 }
 
 TEST(Determinism, SameSeedSameLossesOtherSeedOtherLosses) {

@@ -55,6 +55,7 @@ void load_model_file(Checkpoint& c) {
 void load_train_file(Checkpoint& c) {
   SafetensorsData d = load_safetensors(c.train_path);
   c.progress = parse_train_progress(d.tensors, c.train_path);
+  if (auto it = d.metadata.find("optimizer"); it != d.metadata.end()) c.progress.optimizer = it->second;
   for (auto& [k, t] : d.tensors)
     if (k.rfind("optim.", 0) == 0) c.optimizer[k.substr(6)] = t;
 }
@@ -153,7 +154,8 @@ std::string save_checkpoint(const std::string& dir, const TensorMap& model_state
   train["schedule.last_step"] = i64(p.schedule_step);
   train["train.step"] = i64(p.step);
   train["train.best_eval_loss"] = Tensor::scalar(p.best_eval_loss, DType::f64);
-  const Metadata train_md{{"format", kFormat}, {"step", std::to_string(p.step)}};
+  Metadata train_md{{"format", kFormat}, {"step", std::to_string(p.step)}};
+  if (p.optimizer) train_md["optimizer"] = *p.optimizer;
   save_safetensors(prefix + ".train.safetensors", train, train_md);
 
   nlohmann::json src = meta.vocab_src, tgt = meta.vocab_tgt;

@@ -10,7 +10,9 @@
 //                               ("optim.*"), the dropout generator ("rng.dropout",
 //                               4 words), the data position ("loader.epoch",
 //                               "loader.position"), "schedule.last_step",
-//                               "train.step", "train.best_eval_loss"
+//                               "train.step", "train.best_eval_loss";
+//                               __metadata__ "optimizer" names the optimizer
+//                               (its row in train_choices.h)
 // Each file is written atomically (temporary file, fsync, rename), the train
 // file first: a checkpoint counts only when both of its files are present,
 // so a crash at any moment leaves the previous checkpoint usable. The newest
@@ -41,6 +43,9 @@ struct TrainProgress {
   Generator::State rng{};
   int64_t schedule_step = 0;
   double best_eval_loss = INFINITY;
+  // The optimizer's name; unset in checkpoints written before programs could
+  // choose one (their optimizer state is still checked key by key on load).
+  std::optional<std::string> optimizer;
 };
 
 struct Checkpoint {

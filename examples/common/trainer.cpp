@@ -12,7 +12,7 @@
 #include "autograd/ops/loss.h"
 #include "autograd/ops/reduction.h"
 #include "examples/common/cli.h"
-#include "optim/adam.h"
+#include "examples/common/train_choices.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
 
@@ -39,11 +39,11 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("steps", "training steps", cxxopts::value<int64_t>()->default_value(std::to_string(d.steps)))
       ("batch-size", "sequences per batch", cxxopts::value<int64_t>()->default_value(std::to_string(d.batch_size)))
       ("lr", "peak learning rate", cxxopts::value<double>()->default_value(fmt::format("{}", d.lr)))
-      ("schedule", "lr schedule: constant, warmup, cosine (warmup then cosine decay), noam, step",
-       cxxopts::value<std::string>()->default_value(d.schedule))
+      ("optimizer", choice_help("optimizer", optimizer_choices()), cxxopts::value<std::string>()->default_value(d.optimizer))
+      ("schedule", choice_help("lr schedule", schedule_choices()), cxxopts::value<std::string>()->default_value(d.schedule))
       ("warmup", "warmup steps", cxxopts::value<int64_t>()->default_value(std::to_string(d.warmup)))
       ("min-lr", "floor of the cosine decay", cxxopts::value<double>()->default_value(fmt::format("{}", d.min_lr)))
-      ("weight-decay", "AdamW weight decay", cxxopts::value<double>()->default_value(fmt::format("{}", d.weight_decay)))
+      ("weight-decay", "weight decay (decoupled in adamw, L2 in adam and sgd)", cxxopts::value<double>()->default_value(fmt::format("{}", d.weight_decay)))
       ("clip", "max gradient norm (0: no clipping)", cxxopts::value<double>()->default_value(fmt::format("{}", d.clip)))
       ("label-smoothing", "label smoothing of the loss", cxxopts::value<double>()->default_value(fmt::format("{}", d.label_smoothing)))
       ("eval-every", "evaluate every N steps (0: only at the end)", cxxopts::value<int64_t>()->default_value(std::to_string(d.eval_every)))
@@ -60,6 +60,8 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("threads", "compute threads", cxxopts::value<int>()->default_value(std::to_string(d.threads)))
       ("on-nonfinite", "on a NaN/Inf loss or gradient: stop (keep the last good checkpoint) or skip the step",
        cxxopts::value<std::string>()->default_value("stop"))
+      ("max-consecutive-skips", "with --on-nonfinite skip: stop as stop does when more steps than this in a row are "
+       "non-finite", cxxopts::value<int64_t>()->default_value(std::to_string(d.max_consecutive_skips)))
       ("detect-anomaly", "name the first op whose output or gradient becomes NaN/Inf")
       ("samples", "sample decodes shown at the end", cxxopts::value<int64_t>()->default_value(std::to_string(d.samples)))
       ("quiet", "no progress line");
@@ -84,17 +86,12 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   t.steps = cli::flag_in_range<int64_t>(r, "steps", 1, int64_t{1} << 40);
   t.batch_size = cli::flag_in_range<int64_t>(r, "batch-size", 1, 1 << 16);
   t.lr = cli::flag_in_range<double>(r, "lr", 1e-12, 1e6);
-  t.schedule = r["schedule"].as<std::string>();
-  if (t.schedule != "constant" && t.schedule != "warmup" && t.schedule != "cosine" && t.schedule != "noam" &&
-      t.schedule != "step")
-    fail<ValueError>("flags", "--schedule must be constant, warmup, cosine, noam or step, got '{}'", t.schedule);
+  t.optimizer = find_choice(optimizer_choices(), r["optimizer"].as<std::string>(), "optimizer").name;
+  const ScheduleChoice& schedule = find_choice(schedule_choices(), r["schedule"].as<std::string>(), "schedule");
+  t.schedule = schedule.name;
   t.warmup = cli::flag_in_range<int64_t>(r, "warmup", 0, int64_t{1} << 40);
   t.min_lr = cli::flag_in_range<double>(r, "min-lr", 0.0, 10.0);
-  if (t.schedule == "cosine" && t.warmup >= t.steps)
-    fail<ValueError>("flags", "--warmup ({}) must be smaller than --steps ({}) with the cosine schedule; hint: pass "
-                     "--warmup {} or less", t.warmup, t.steps, t.steps / 10);
-  if (t.schedule == "cosine" && t.min_lr > t.lr)
-    fail<ValueError>("flags", "--min-lr ({}) must not exceed --lr ({}) with the cosine schedule", t.min_lr, t.lr);
+  schedule.check(t);
   t.weight_decay = cli::flag_in_range<double>(r, "weight-decay", 0.0, 10.0);
   t.clip = cli::flag_in_range<double>(r, "clip", 0.0, 1e9);
   t.label_smoothing = cli::flag_in_range<double>(r, "label-smoothing", 0.0, 1.0);
@@ -115,6 +112,7 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   const std::string nf = r["on-nonfinite"].as<std::string>();
   if (nf != "stop" && nf != "skip") fail<ValueError>("flags", "--on-nonfinite must be stop or skip, got '{}'", nf);
   t.on_nonfinite = nf == "skip" ? OnNonfinite::skip : OnNonfinite::stop;
+  t.max_consecutive_skips = cli::flag_in_range<int64_t>(r, "max-consecutive-skips", 1, int64_t{1} << 40);
   t.detect_anomaly = r.count("detect-anomaly") > 0;
   t.samples = cli::flag_in_range<int64_t>(r, "samples", 0, 1000);
   t.quiet = r.count("quiet") > 0;
@@ -188,17 +186,13 @@ EvalResult evaluate(Seq2SeqTransformer& model, const Dataset& data, const EvalOp
 
 namespace {
 
-std::unique_ptr<optim::Schedule> make_schedule(const TrainOptions& o, int64_t d_model) {
-  if (o.schedule == "constant") return std::make_unique<optim::Constant>(o.lr);
-  if (o.schedule == "warmup") return std::make_unique<optim::LinearWarmup>(o.lr, std::max<int64_t>(o.warmup, 1));
-  if (o.schedule == "noam") return std::make_unique<optim::Noam>(d_model, std::max<int64_t>(o.warmup, 1), o.lr);
-  if (o.schedule == "step") return std::make_unique<optim::StepDecay>(o.lr, std::max<int64_t>(o.steps / 3, 1), 0.1);
-  return std::make_unique<optim::WarmupCosine>(o.lr, o.warmup, o.steps, o.min_lr);
-}
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 class JsonLog {
  public:
-  explicit JsonLog(const std::string& path, bool append) {
+  void open(const std::string& path, bool append) {
     if (path.empty()) return;
     out_.open(path, append ? std::ios::app : std::ios::trunc);
     if (!out_) fail<IOError>("log", "cannot open {} for writing", path);
@@ -227,160 +221,248 @@ nlohmann::json eval_record(int64_t step, const EvalResult& e) {
   return j;
 }
 
-}  // namespace
-
-TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
-                           const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks) {
-  using clock = std::chrono::steady_clock;
-  cli::Progress progress(opt.quiet ? 0 : opt.log_every);
-  auto say = [&](const std::string& line) { if (!opt.quiet) progress.print(line); };
-  const int64_t pad = train.options().pad_id;
-  const int64_t V = model.config.tgt_vocab;
-
-  optim::AdamWOptions ao;
-  ao.lr = opt.lr;
-  ao.beta2 = 0.98;
-  ao.eps = 1e-9;
-  ao.weight_decay = opt.weight_decay;
-  const std::vector<Tensor> params = model.parameters();
-  optim::AdamW optimizer(params, ao);
-  auto schedule = make_schedule(opt, model.config.d_model);
-
+CheckpointMeta checkpoint_meta(const Seq2SeqTransformer& model, const TaskHooks& hooks) {
   CheckpointMeta meta;
   meta.config = model.config.to_json();
   meta.task = hooks.task;
   if (hooks.src_vocab) meta.vocab_src = hooks.src_vocab->tokens();
   if (hooks.tgt_vocab) meta.vocab_tgt = hooks.tgt_vocab->tokens();
+  return meta;
+}
 
-  TrainProgress state;
+// One run of train_seq2seq: run() loops step() over the steps, evaluating and
+// checkpointing on the flags' cadence; resume() restores a saved run first.
+class Trainer {
+ public:
+  Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train, const Dataset& heldout,
+          const TrainOptions& opt, const TaskHooks& hooks);
+  TrainSummary run();
+
+ private:
+  void resume();
+  bool step(int64_t step);
+  double forward_backward(const Batch& b);
+  void skip_or_stop(int64_t step, double loss, double grad_norm);
+  void report(int64_t step, double loss, double lr, double grad_norm, int64_t tokens);
+  void evaluate_or_checkpoint(int64_t step);
+  EvalResult evaluate(int64_t step);
+  void checkpoint(int64_t step);
+  TrainSummary finish();
+  void say(const std::string& line) {
+    if (!opt_.quiet) progress_.print(line);
+  }
+
+  Seq2SeqTransformer& model_;
+  std::shared_ptr<Generator> dropout_gen_;
+  DataLoader& train_;
+  const Dataset& heldout_;
+  const TrainOptions& opt_;
+  const TaskHooks& hooks_;
+  cli::Progress progress_;
+  const std::vector<Tensor> params_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::Schedule> schedule_;
+  const CheckpointMeta meta_;
+  TrainProgress state_;  // what the next checkpoint saves
+  JsonLog log_;
+  TrainSummary summary_;
+  int64_t first_ = 1, last_ = 1;  // the steps this run trains
+  Clock::time_point t0_;
+  double tokens_done_ = 0, window_loss_ = 0;  // window: the steps since the last log record
+  int64_t window_ = 0, skipped_ = 0, skipped_in_a_row_ = 0;
+  bool evaluated_ = false;
+  std::optional<int64_t> last_checkpoint_step_;
+};
+
+Trainer::Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
+                 const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks)
+    : model_(model),
+      dropout_gen_(std::move(dropout_gen)),
+      train_(train),
+      heldout_(heldout),
+      opt_(opt),
+      hooks_(hooks),
+      progress_(opt.quiet ? 0 : opt.log_every),
+      params_(model.parameters()),
+      optimizer_(find_choice(optimizer_choices(), opt.optimizer, "optimizer").make(params_, opt)),
+      schedule_(find_choice(schedule_choices(), opt.schedule, "schedule").make(opt, model.config.d_model)),
+      meta_(checkpoint_meta(model, hooks)) {
+  state_.optimizer = opt.optimizer;
   if (!opt.checkpoint_dir.empty()) remove_stale_temporaries(opt.checkpoint_dir);
-  if (opt.resume) {
-    Checkpoint c = load_checkpoint(opt.checkpoint_dir, /*need_train_state=*/true);
-    if (c.meta.config != meta.config)
-      fail<ValueError>("resume", "{} was trained with model config {}, but the flags give {}; hint: use the same "
-                       "model flags, or a new --checkpoint-dir", c.model_path, c.meta.config.dump(), meta.config.dump());
-    if (c.meta.task != meta.task)
-      fail<ValueError>("resume", "{} was trained on task {}, but the flags give {}", c.model_path, c.meta.task.dump(),
-                       meta.task.dump());
-    model.load_state_dict(c.model);
-    optimizer.load_state_dict(c.optimizer);
-    state = c.progress;
-    schedule->set_last_step(state.schedule_step);
-    train.set_state(state.loader);
-    dropout_gen->set_state(state.rng);
-    say(fmt::format("resumed from {} at step {}", c.model_path, state.step));
+  if (opt.resume) resume();
+  log_.open(opt.log_path, opt.resume);
+  first_ = state_.step + 1;
+  last_ = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
+}
+
+// Restores model, optimizer, schedule, data position and dropout generator
+// from the newest checkpoint, after checking it was made by the same flags.
+void Trainer::resume() {
+  Checkpoint c = load_checkpoint(opt_.checkpoint_dir, /*need_train_state=*/true);
+  if (c.meta.config != meta_.config)
+    fail<ValueError>("resume", "{} was trained with model config {}, but the flags give {}; hint: use the same "
+                     "model flags, or a new --checkpoint-dir", c.model_path, c.meta.config.dump(), meta_.config.dump());
+  if (c.meta.task != meta_.task)
+    fail<ValueError>("resume", "{} was trained on task {}, but the flags give {}", c.model_path, c.meta.task.dump(),
+                     meta_.task.dump());
+  if (c.progress.optimizer && *c.progress.optimizer != opt_.optimizer)
+    fail<ValueError>("resume", "{} was trained with --optimizer {}, but the flags give --optimizer {}; hint: pass "
+                     "--optimizer {}, or a new --checkpoint-dir", c.train_path, *c.progress.optimizer, opt_.optimizer,
+                     *c.progress.optimizer);
+  model_.load_state_dict(c.model);
+  optimizer_->load_state_dict(c.optimizer);
+  state_ = c.progress;
+  state_.optimizer = opt_.optimizer;
+  schedule_->set_last_step(state_.schedule_step);
+  train_.set_state(state_.loader);
+  dropout_gen_->set_state(state_.rng);
+  say(fmt::format("resumed from {} at step {}", c.model_path, state_.step));
+}
+
+TrainSummary Trainer::run() {
+  model_.train();
+  t0_ = Clock::now();
+  for (int64_t s = first_; s <= last_; ++s)
+    if (step(s)) evaluate_or_checkpoint(s);
+  progress_.finish();
+  return finish();
+}
+
+// One training step on the next batch: forward, backward, clipping, the
+// schedule's lr and the update. False when the step was skipped.
+bool Trainer::step(int64_t step) {
+  const auto start = Clock::now();
+  const Batch b = train_.next();
+  const double loss = forward_backward(b);
+  const double grad_norm =
+      std::isfinite(loss) ? optim::clip_grad_norm(params_, opt_.clip > 0 ? opt_.clip : INFINITY) : NAN;
+  if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+    skip_or_stop(step, loss, grad_norm);
+    return false;
   }
-  JsonLog log(opt.log_path, opt.resume);
+  skipped_in_a_row_ = 0;
+  const double lr = schedule_->step(*optimizer_);
+  optimizer_->step();
+  optimizer_->zero_grad();
+  summary_.step_seconds += seconds_since(start);
+  summary_.losses.push_back(loss);
+  report(step, loss, lr, grad_norm, b.num_tokens);
+  return true;
+}
 
-  auto checkpoint = [&](int64_t step) {
-    if (opt.checkpoint_dir.empty()) return;
-    state.step = step;
-    state.loader = train.state();
-    state.rng = dropout_gen->state();
-    state.schedule_step = schedule->last_step();
-    save_checkpoint(opt.checkpoint_dir, model.state_dict(), optimizer.state_dict(), meta, state, opt.keep_last);
-  };
+// The mean cross-entropy of the batch; its gradients are in the parameters when it is finite.
+double Trainer::forward_backward(const Batch& b) {
+  std::optional<AnomalyGuard> anomaly;
+  if (opt_.detect_anomaly) anomaly.emplace();
+  Tensor logits = model_.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
+  CrossEntropyOptions ce;
+  ce.ignore_index = train_.options().pad_id;
+  ce.label_smoothing = opt_.label_smoothing;
+  Tensor loss = cross_entropy(logits.reshape({-1, model_.config.tgt_vocab}), b.tgt_out.reshape({-1}), ce);
+  const double value = loss.item();
+  if (std::isfinite(value)) loss.backward();
+  return value;
+}
 
+// A non-finite loss or gradient: the step is dropped and, as --on-nonfinite
+// says, skipped (up to --max-consecutive-skips in a row) or the run stops.
+void Trainer::skip_or_stop(int64_t step, double loss, double grad_norm) {
+  const std::string what = fmt::format("non-finite {} at step {} (loss {}, grad norm {})",
+                                       std::isfinite(loss) ? "gradient norm" : "loss", step, loss, grad_norm);
+  optimizer_->zero_grad();
+  const bool skip = opt_.on_nonfinite == OnNonfinite::skip;
+  if (skip && ++skipped_in_a_row_ <= opt_.max_consecutive_skips) {
+    ++skipped_;
+    say("warning: " + what + "; step skipped");
+    log_.write({{"step", step}, {"skipped", true}, {"reason", what}});
+    summary_.losses.push_back(loss);
+    return;
+  }
+  progress_.finish();
+  const auto steps = list_checkpoints(opt_.checkpoint_dir);
+  const std::string kept = steps.empty() ? std::string(" (no checkpoint was written)")
+                                         : fmt::format(", the last good checkpoint is step {} in {}", steps.back(),
+                                                       opt_.checkpoint_dir);
+  if (skip)
+    fail<Error>("train", "{}; training stopped after {} non-finite steps in a row (--max-consecutive-skips {}){}. "
+                "hint: lower --lr and keep --clip on", what, skipped_in_a_row_, opt_.max_consecutive_skips, kept);
+  fail<Error>("train", "{}; training stopped{}. hint: lower --lr, keep --clip on, or use --on-nonfinite skip", what,
+              kept);
+}
+
+// The progress line, and a JSON log record every --log-every steps.
+void Trainer::report(int64_t step, double loss, double lr, double grad_norm, int64_t tokens) {
+  tokens_done_ += static_cast<double>(tokens);
+  window_loss_ += loss;
+  ++window_;
+  const double elapsed = seconds_since(t0_);
+  const double per_step = elapsed / static_cast<double>(step - first_ + 1);
+  const double tokens_per_s = tokens_done_ / std::max(elapsed, 1e-9);
+  const double mean_loss = window_loss_ / static_cast<double>(window_);
+  if (!opt_.quiet)
+    progress_.update(step, fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}  {} tok/s  ETA {}", step, opt_.steps,
+                                       mean_loss, lr, cli::format_count(tokens_per_s),
+                                       cli::format_duration(per_step * static_cast<double>(opt_.steps - step))));
+  if (step % opt_.log_every == 0 || step == opt_.steps) {
+    log_.write({{"step", step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}});
+    window_loss_ = 0;
+    window_ = 0;
+  }
+}
+
+void Trainer::evaluate_or_checkpoint(int64_t step) {
+  if ((opt_.eval_every > 0 && step % opt_.eval_every == 0) || step == opt_.steps) summary_.last_eval = evaluate(step);
+  else if (opt_.checkpoint_every > 0 && step % opt_.checkpoint_every == 0) checkpoint(step);
+}
+
+// A held-out evaluation, shown and logged, then a checkpoint (marked best when its loss is the lowest so far).
+EvalResult Trainer::evaluate(int64_t step) {
   EvalOptions eo;
-  eo.max_examples = opt.eval_size;
-  auto run_eval = [&](int64_t step) {
-    EvalResult e = evaluate(model, heldout, eo, pad);
-    if (hooks.add_metrics) hooks.add_metrics(e);
-    say(eval_line(step, e));
-    log.write(eval_record(step, e));
-    const bool best = e.loss < state.best_eval_loss;
-    if (best) state.best_eval_loss = e.loss;
-    checkpoint(step);
-    if (best && !opt.checkpoint_dir.empty()) mark_best(opt.checkpoint_dir, step);
-    return e;
-  };
+  eo.max_examples = opt_.eval_size;
+  EvalResult e = attograd::evaluate(model_, heldout_, eo, train_.options().pad_id);
+  if (hooks_.add_metrics) hooks_.add_metrics(e);
+  say(eval_line(step, e));
+  log_.write(eval_record(step, e));
+  const bool best = e.loss < state_.best_eval_loss;
+  if (best) state_.best_eval_loss = e.loss;
+  checkpoint(step);
+  if (best && !opt_.checkpoint_dir.empty()) mark_best(opt_.checkpoint_dir, step);
+  evaluated_ = true;
+  return e;
+}
 
-  TrainSummary summary;
-  model.train();
-  const auto t0 = clock::now();
-  double tokens_done = 0, window_loss = 0;
-  int64_t window = 0, last_eval_step = -1, skipped = 0;
-  const int64_t first = state.step + 1;
-  const int64_t last = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
-  int64_t last_checkpoint_step = -1;
-  for (int64_t step = first; step <= last; ++step) {
-    const auto step_start = clock::now();
-    Batch b = train.next();
-    double loss_value, grad_norm;
-    {
-      std::optional<AnomalyGuard> anomaly;
-      if (opt.detect_anomaly) anomaly.emplace();
-      Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
-      CrossEntropyOptions ce;
-      ce.ignore_index = pad;
-      ce.label_smoothing = opt.label_smoothing;
-      Tensor loss = cross_entropy(logits.reshape({-1, V}), b.tgt_out.reshape({-1}), ce);
-      loss_value = loss.item();
-      if (std::isfinite(loss_value)) loss.backward();
-    }
-    grad_norm = std::isfinite(loss_value)
-                    ? optim::clip_grad_norm(params, opt.clip > 0 ? opt.clip : INFINITY)
-                    : NAN;
-    if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
-      const std::string what = fmt::format("non-finite {} at step {} (loss {}, grad norm {})",
-                                           std::isfinite(loss_value) ? "gradient norm" : "loss", step, loss_value, grad_norm);
-      optimizer.zero_grad();
-      if (opt.on_nonfinite == OnNonfinite::skip) {
-        ++skipped;
-        say("warning: " + what + "; step skipped");
-        log.write({{"step", step}, {"skipped", true}, {"reason", what}});
-        summary.losses.push_back(loss_value);
-        continue;
-      }
-      progress.finish();
-      const auto steps = list_checkpoints(opt.checkpoint_dir);
-      fail<Error>("train", "{}; training stopped{}. hint: lower --lr, keep --clip on, or use --on-nonfinite skip", what,
-                  steps.empty() ? std::string(" (no checkpoint was written)")
-                                : fmt::format(", the last good checkpoint is step {} in {}", steps.back(), opt.checkpoint_dir));
-    }
-    const double lr = schedule->step(optimizer);
-    optimizer.step();
-    optimizer.zero_grad();
-    summary.step_seconds += std::chrono::duration<double>(clock::now() - step_start).count();
+void Trainer::checkpoint(int64_t step) {
+  if (opt_.checkpoint_dir.empty()) return;
+  state_.step = step;
+  state_.loader = train_.state();
+  state_.rng = dropout_gen_->state();
+  state_.schedule_step = schedule_->last_step();
+  save_checkpoint(opt_.checkpoint_dir, model_.state_dict(), optimizer_->state_dict(), meta_, state_, opt_.keep_last);
+  last_checkpoint_step_ = step;
+}
 
-    summary.losses.push_back(loss_value);
-    tokens_done += static_cast<double>(b.num_tokens);
-    window_loss += loss_value;
-    ++window;
-    const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-    const double per_step = elapsed / static_cast<double>(step - first + 1);
-    const std::string line = fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}  {} tok/s  ETA {}", step, opt.steps,
-                                         window_loss / static_cast<double>(window), lr,
-                                         cli::format_count(tokens_done / std::max(elapsed, 1e-9)),
-                                         cli::format_duration(per_step * static_cast<double>(opt.steps - step)));
-    if (!opt.quiet) progress.update(step, line);
-    if (step % opt.log_every == 0 || step == opt.steps) {
-      log.write({{"step", step}, {"loss", window_loss / static_cast<double>(window)}, {"lr", lr},
-                 {"grad_norm", grad_norm}, {"tokens_per_s", tokens_done / std::max(elapsed, 1e-9)}, {"elapsed_s", elapsed}});
-      window_loss = 0;
-      window = 0;
-    }
-    if ((opt.eval_every > 0 && step % opt.eval_every == 0) || step == opt.steps) {
-      summary.last_eval = run_eval(step);
-      last_eval_step = last_checkpoint_step = step;
-    } else if (opt.checkpoint_every > 0 && step % opt.checkpoint_every == 0) {
-      checkpoint(step);
-      last_checkpoint_step = step;
-    }
+// The summary; a run cut short by --stop-after ends with a checkpoint, a full one with an evaluation.
+TrainSummary Trainer::finish() {
+  summary_.steps = std::max(last_, state_.step);
+  summary_.stopped_early = last_ < opt_.steps;
+  summary_.seconds = seconds_since(t0_);
+  summary_.final_loss = summary_.losses.empty() ? NAN : summary_.losses.back();
+  if (summary_.stopped_early) {
+    if (last_checkpoint_step_ != last_ && first_ <= last_) checkpoint(last_);
+    say(fmt::format("stopped after step {} of {} (--stop-after); continue with --resume", summary_.steps, opt_.steps));
+  } else if (!evaluated_ && first_ <= opt_.steps) {
+    summary_.last_eval = evaluate(opt_.steps);
   }
-  progress.finish();
-  summary.steps = std::max(last, state.step);
-  summary.stopped_early = last < opt.steps;
-  summary.seconds = std::chrono::duration<double>(clock::now() - t0).count();
-  summary.final_loss = summary.losses.empty() ? NAN : summary.losses.back();
-  if (summary.stopped_early) {
-    if (last_checkpoint_step != last && first <= last) checkpoint(last);
-    say(fmt::format("stopped after step {} of {} (--stop-after); continue with --resume", summary.steps, opt.steps));
-  } else if (last_eval_step < 0 && first <= opt.steps) {
-    summary.last_eval = run_eval(opt.steps);
-  }
-  if (skipped) say(fmt::format("{} step(s) skipped for non-finite values", skipped));
-  return summary;
+  if (skipped_) say(fmt::format("{} step(s) skipped for non-finite values", skipped_));
+  return summary_;
+}
+
+}  // namespace
+
+TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
+                           const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks) {
+  return Trainer(model, std::move(dropout_gen), train, heldout, opt, hooks).run();
 }
 
 }  // namespace attograd

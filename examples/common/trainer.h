@@ -1,5 +1,6 @@
 // The training loop every seq2seq program shares (copy_task, translate,
-// heads_study): AdamW + schedule + clipping, a live progress line, periodic
+// heads_study): an optimizer and an lr schedule chosen by name (the tables in
+// train_choices.h), clipping, a live progress line, periodic
 // held-out evaluation with greedy decoding through the KV cache, JSON-lines
 // logs, atomic safetensors checkpoints and exact resume.
 //
@@ -28,10 +29,11 @@ struct TrainOptions {
   int64_t steps = 2000;
   int64_t batch_size = 64;
   double lr = 1e-3;               // peak lr
-  std::string schedule = "cosine";  // constant | warmup | cosine | noam | step
+  std::string optimizer = "adamw";  // a name in optimizer_choices() (train_choices.h)
+  std::string schedule = "cosine";  // a name in schedule_choices() (train_choices.h)
   int64_t warmup = 100;
   double min_lr = 1e-5;           // cosine floor
-  double weight_decay = 0.01;
+  double weight_decay = 0.01;     // PyTorch's AdamW default (decoupled in adamw, L2 in adam and sgd)
   double clip = 1.0;              // max grad norm (0: off)
   double label_smoothing = 0.0;
   int64_t eval_every = 500;       // 0: only at the end
@@ -46,6 +48,7 @@ struct TrainOptions {
   uint64_t seed = 1;
   int threads = 1;
   OnNonfinite on_nonfinite = OnNonfinite::stop;
+  int64_t max_consecutive_skips = 20;  // skip: more non-finite steps in a row than this stop the run as stop does
   bool detect_anomaly = false;
   int64_t samples = 5;            // sample decodes shown at the end
   bool quiet = false;             // no progress line (tests)
@@ -100,7 +103,8 @@ struct TrainSummary {
 
 // Trains `model` on `train` (an endless loader) and evaluates on `heldout`.
 // With opt.resume, restores model, optimizer, schedule, data position and the
-// dropout generator from opt.checkpoint_dir first.
+// dropout generator from opt.checkpoint_dir first (the checkpoint's optimizer
+// must be opt.optimizer).
 TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
                            const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks);
 

@@ -1,0 +1,112 @@
+// copy_task's training flags as a user meets them: --optimizer trains with
+// every row of the optimizer table and an unknown name lists the valid ones;
+// every hint in a schedule error is a value that works when passed back; and
+// --on-nonfinite skip gives up after --max-consecutive-skips steps in a row.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "examples/common/checkpoint.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace attograd {
+namespace {
+
+const std::string kProgram = std::string(ATTOGRAD_BIN_DIR) + "/copy_task";
+const std::vector<std::string> kTiny = {"train", "--d-model", "16", "--heads", "2", "--d-ff", "32", "--enc-layers",
+                                        "1", "--dec-layers", "1", "--max-len", "10", "--symbols", "5",
+                                        "--min-length", "2", "--max-length", "6", "--samples", "0", "--threads",
+                                        "1", "--quiet", "--batch-size", "4", "--eval-size", "4"};
+
+class TrainerFlags : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(fs::exists(kProgram)) << "build the copy_task target first"; }
+  testing::ProgramOutcome run(const std::vector<std::string>& extra, std::vector<std::string> base = kTiny) {
+    base.insert(base.end(), extra.begin(), extra.end());
+    return testing::run_program(kProgram, base, dir_);
+  }
+  // The value after `flag` in the hint of r's error ("hint: ... --warmup 0"), or "" when there is none.
+  static std::string hinted(const testing::ProgramOutcome& r, const std::string& flag) {
+    std::smatch m;
+    const std::string hint = r.err.substr(std::min(r.err.find("hint:"), r.err.size()));
+    if (!std::regex_search(hint, m, std::regex(flag + " ([0-9A-Za-z_.+-]*[0-9A-Za-z_])"))) return "";
+    return m[1];
+  }
+  testing::TempDir tmp_{"trainer_flags"};
+  std::string dir_ = tmp_.path;
+};
+
+TEST_F(TrainerFlags, EachOptimizerTrainsAndIsSavedInTheCheckpoint) {
+  for (const std::string name : {"sgd", "adam", "adamw"}) {
+    SCOPED_TRACE(name);
+    const std::string ck = dir_ + "/ck-" + name;
+    const auto r = run({"--optimizer", name, "--steps", "3", "--warmup", "1", "--checkpoint-dir", ck});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(load_checkpoint(ck, true).progress.optimizer, name);
+  }
+  const auto help = run({"--help"});
+  EXPECT_NE(help.out.find("optimizer: sgd ("), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("adamw ("), std::string::npos) << help.out;
+}
+
+TEST_F(TrainerFlags, AnUnknownOptimizerListsTheValidNames) {
+  testing::expect_one_line_error(run({"--optimizer", "rmsprop"}), "copy_task",
+                                 "--optimizer must be sgd, adam or adamw, got 'rmsprop'");
+}
+
+TEST_F(TrainerFlags, ResumingWithAnotherOptimizerSaysWhichOneToPass) {
+  const std::string ck = dir_ + "/ck";
+  ASSERT_EQ(run({"--steps", "2", "--warmup", "1", "--checkpoint-dir", ck}).code, 0);
+  const auto r = run({"--steps", "4", "--warmup", "1", "--checkpoint-dir", ck, "--resume", "--optimizer", "sgd"});
+  testing::expect_one_line_error(r, "copy_task", "was trained with --optimizer adamw, but the flags give --optimizer sgd");
+  EXPECT_EQ(hinted(r, "--optimizer"), "adamw") << r.err;
+  EXPECT_EQ(run({"--steps", "4", "--warmup", "1", "--checkpoint-dir", ck, "--resume", "--optimizer", "adamw"}).code, 0);
+}
+
+TEST_F(TrainerFlags, TheCosineWarmupHintIsAWarmupThatWorks) {
+  for (const std::string steps : {"1", "2", "30"}) {
+    SCOPED_TRACE(steps);
+    const auto bad = run({"--steps", steps, "--warmup", "100"});
+    testing::expect_one_line_error(bad, "copy_task", "--warmup (100) must be smaller than --steps (" + steps + ")");
+    const std::string warmup = hinted(bad, "--warmup");
+    ASSERT_FALSE(warmup.empty()) << bad.err;
+    EXPECT_EQ(bad.err.find("or less"), std::string::npos) << bad.err;  // a negative --warmup is no answer
+    const auto good = run({"--steps", steps, "--warmup", warmup});
+    EXPECT_EQ(good.code, 0) << good.err;
+  }
+}
+
+TEST_F(TrainerFlags, TheCosineMinLrHintIsAMinLrThatWorks) {
+  const auto bad = run({"--steps", "2", "--warmup", "1", "--lr", "1e-6", "--min-lr", "1e-5"});
+  testing::expect_one_line_error(bad, "copy_task", "--min-lr (1e-05) must not exceed --lr (1e-06)");
+  const std::string min_lr = hinted(bad, "--min-lr");
+  ASSERT_FALSE(min_lr.empty()) << bad.err;
+  const auto good = run({"--steps", "2", "--warmup", "1", "--lr", "1e-6", "--min-lr", min_lr});
+  EXPECT_EQ(good.code, 0) << good.err;
+}
+
+// A learning rate that drives every step past the first few to NaN/Inf.
+const std::vector<std::string> kExploding = {"--steps", "60", "--warmup", "1", "--lr", "1e6", "--eval-every", "0",
+                                             "--on-nonfinite", "skip"};
+
+TEST_F(TrainerFlags, SkipGivesUpAfterMaxConsecutiveSkipsAndKeepsTheLastGoodCheckpoint) {
+  const std::string ck = dir_ + "/ck";
+  std::vector<std::string> args = kExploding;
+  args.insert(args.end(), {"--max-consecutive-skips", "3", "--checkpoint-dir", ck, "--checkpoint-every", "1"});
+  const auto r = run(args);
+  testing::expect_one_line_error(r, "copy_task", "training stopped after 4 non-finite steps in a row "
+                                                 "(--max-consecutive-skips 3), the last good checkpoint is step ");
+  EXPECT_FALSE(list_checkpoints(ck).empty());
+}
+
+TEST_F(TrainerFlags, SkipGivesUpByDefault) {
+  // A run whose every step is non-finite no longer trains on to --steps.
+  testing::expect_one_line_error(run(kExploding), "copy_task", "after 21 non-finite steps in a row "
+                                                               "(--max-consecutive-skips 20)");
+}
+
+}  // namespace
+}  // namespace attograd
