@@ -5,6 +5,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops/elementwise.h"
+#include "autograd/tensor_impl.h"
 
 namespace attograd {
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "autograd/node.h"
+#include "autograd/tensor_impl.h"
 
 namespace attograd {
 

@@ -1,4 +1,5 @@
 #include "autograd/tensor.h"
+#include "autograd/tensor_impl.h"
 
 #include <cmath>
 #include <cstring>
@@ -186,6 +187,24 @@ template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
 template bool* Tensor::data<bool>() const;
 
+template <class T>
+std::span<T> Tensor::span() const {
+  check_defined("span");
+  if (dtype_of<T>() != impl_->dtype)
+    fail<DTypeError>("span", "asked for {} elements of a {} tensor; hint: ask for the tensor's own "
+                     "element type (dispatch on dtype()), or convert a copy with .to(DType::{})",
+                     dtype_name(dtype_of<T>()), dtype_name(impl_->dtype), dtype_name(dtype_of<T>()));
+  if (!is_contiguous())
+    fail<ValueError>("span", "expected a contiguous tensor, got shape {} with strides {}; hint: call "
+                     ".contiguous() first (a copy: copy_ it back if the writes must reach this tensor)",
+                     shape_str(impl_->shape), shape_str(impl_->strides));
+  return {static_cast<T*>(impl_->storage->data) + impl_->offset, static_cast<size_t>(numel())};
+}
+template std::span<float> Tensor::span<float>() const;
+template std::span<double> Tensor::span<double>() const;
+template std::span<int64_t> Tensor::span<int64_t>() const;
+template std::span<bool> Tensor::span<bool>() const;
+
 void* Tensor::raw_data() const {
   check_defined("raw_data");
   return static_cast<char*>(impl_->storage->data) + impl_->offset * dtype_size(impl_->dtype);
@@ -242,6 +261,29 @@ void Tensor::fill_(double value) {
     const T v = static_cast<T>(value);
     for_each_offset(shape(), strides(), offset(), [&](int64_t o) { p[o] = v; });
   });
+}
+
+void Tensor::set_data_(const Tensor& src) {
+  check_defined("set_data_");
+  src.check_defined("set_data_");
+  if (impl_->grad_fn)
+    fail<AutogradError>("set_data_", "can only be called on a leaf; this tensor comes from <{}>; "
+                        "hint: call it on the parameter itself, or use detach()", impl_->grad_fn->name);
+  if (impl_->requires_grad && !is_floating(src.dtype()))
+    fail<DTypeError>("set_data_", "this tensor requires grad, so its data must be floating, got {}; "
+                     "hint: convert with .to(DType::f32) or call requires_grad_(false) first",
+                     dtype_name(src.dtype()));
+  const TensorImpl& s = *src.impl_;
+  impl_->storage = s.storage;
+  impl_->offset = s.offset;
+  impl_->shape = s.shape;
+  impl_->strides = s.strides;
+  impl_->dtype = s.dtype;
+  impl_->grad.reset();
+  // Graphs recorded before hold gradients for the old data: unlink their
+  // AccumulateGrad node, and let the next graph make a fresh one.
+  if (auto acc = impl_->grad_accumulator.lock()) acc->leaf.reset();
+  impl_->grad_accumulator.reset();
 }
 
 // ---- autograd accessors -----------------------------------------------------

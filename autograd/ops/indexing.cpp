@@ -9,6 +9,7 @@
 #include <array>
 
 #include "autograd/node.h"
+#include "autograd/tensor_impl.h"
 
 namespace attograd {
 

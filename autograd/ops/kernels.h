@@ -12,6 +12,7 @@
 
 #include "autograd/threads.h"
 #include "autograd/tensor.h"
+#include "autograd/tensor_impl.h"
 
 namespace attograd {
 

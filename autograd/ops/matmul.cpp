@@ -21,6 +21,7 @@
 #include "autograd/blas.h"
 #include "autograd/node.h"
 #include "autograd/ops/elementwise.h"
+#include "autograd/tensor_impl.h"
 
 namespace attograd {
 
