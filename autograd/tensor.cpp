@@ -174,12 +174,17 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+void Tensor::check_element_type(DType asked, std::string_view op) const {
+  check_defined(op);
+  if (asked != impl_->dtype)
+    fail<DTypeError>(op, "asked for {} elements of a {} tensor; hint: ask for the tensor's own element "
+                     "type (dispatch on dtype()), or convert a copy with .to(DType::{})",
+                     dtype_name(asked), dtype_name(impl_->dtype), dtype_name(asked));
+}
+
 template <class T>
 T* Tensor::data() const {
-  check_defined("data");
-  if (dtype_of<T>() != impl_->dtype)
-    fail<DTypeError>("data", "asked for {} elements of a {} tensor", dtype_name(dtype_of<T>()),
-                     dtype_name(impl_->dtype));
+  check_element_type(dtype_of<T>(), "data");
   return static_cast<T*>(impl_->storage->data) + impl_->offset;
 }
 template float* Tensor::data<float>() const;
@@ -189,11 +194,7 @@ template bool* Tensor::data<bool>() const;
 
 template <class T>
 std::span<T> Tensor::span() const {
-  check_defined("span");
-  if (dtype_of<T>() != impl_->dtype)
-    fail<DTypeError>("span", "asked for {} elements of a {} tensor; hint: ask for the tensor's own "
-                     "element type (dispatch on dtype()), or convert a copy with .to(DType::{})",
-                     dtype_name(dtype_of<T>()), dtype_name(impl_->dtype), dtype_name(dtype_of<T>()));
+  check_element_type(dtype_of<T>(), "span");
   if (!is_contiguous())
     fail<ValueError>("span", "expected a contiguous tensor, got shape {} with strides {}; hint: call "
                      ".contiguous() first (a copy: copy_ it back if the writes must reach this tensor)",

@@ -148,6 +148,7 @@ class Tensor {
 
  private:
   void check_defined(std::string_view what) const;
+  void check_element_type(DType asked, std::string_view op) const;  // defined, and of dtype `asked`
   std::shared_ptr<TensorImpl> impl_;
 };
 
