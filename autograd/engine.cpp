@@ -1,10 +1,12 @@
 // The reverse-mode engine: record() builds the graph during the forward pass;
 // run_backward() walks it once in reverse topological order. Also the members
-// of Tensor that need the Node (requires_grad_, grad_fn_name, backward).
+// of Tensor that need the Node (requires_grad_, set_data_, grad_fn_name, backward).
 #include "autograd/engine.h"
 
 #include <cmath>
 #include <unordered_map>
+
+#include "autograd/tensor_impl.h"
 
 namespace attograd {
 
@@ -260,6 +262,29 @@ Tensor& Tensor::requires_grad_(bool on) {
                      dtype_name(impl_->dtype));
   impl_->requires_grad = on;
   return *this;
+}
+
+void Tensor::set_data_(const Tensor& src) {
+  check_defined("set_data_");
+  src.check_defined("set_data_");
+  if (impl_->grad_fn)
+    fail<AutogradError>("set_data_", "can only be called on a leaf; this tensor comes from <{}>; "
+                        "hint: call it on the parameter itself, or use detach()", impl_->grad_fn->name);
+  if (impl_->requires_grad && !is_floating(src.dtype()))
+    fail<DTypeError>("set_data_", "this tensor requires grad, so its data must be floating, got {}; "
+                     "hint: convert with .to(DType::f32) or call requires_grad_(false) first",
+                     dtype_name(src.dtype()));
+  const TensorImpl& s = *src.impl_;
+  impl_->storage = s.storage;
+  impl_->offset = s.offset;
+  impl_->shape = s.shape;
+  impl_->strides = s.strides;
+  impl_->dtype = s.dtype;
+  impl_->grad.reset();
+  // Graphs recorded before hold gradients for the old data: unlink their
+  // AccumulateGrad node, and let the next graph make a fresh one.
+  if (auto acc = impl_->grad_accumulator.lock()) acc->leaf.reset();
+  impl_->grad_accumulator.reset();
 }
 
 std::string Tensor::grad_fn_name() const { return grad_fn() ? grad_fn()->name : ""; }

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "autograd/engine.h"
+#include "autograd/tensor_impl.h"
 
 namespace attograd {
 

@@ -1,4 +1,5 @@
 #include "autograd/tensor.h"
+#include "autograd/tensor_impl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -239,18 +240,37 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+void Tensor::check_element_type(DType asked, std::string_view op) const {
+  check_defined(op);
+  if (asked != impl_->dtype)
+    fail<DTypeError>(op, "asked for {} elements of a {} tensor; hint: ask for the tensor's own element "
+                     "type (dispatch on dtype()), or convert a copy with .to(DType::{})",
+                     dtype_name(asked), dtype_name(impl_->dtype), dtype_name(asked));
+}
+
 template <class T>
 T* Tensor::data() const {
-  check_defined("data");
-  if (dtype_of<T>() != impl_->dtype)
-    fail<DTypeError>("data", "asked for {} elements of a {} tensor", dtype_name(dtype_of<T>()),
-                     dtype_name(impl_->dtype));
+  check_element_type(dtype_of<T>(), "data");
   return static_cast<T*>(impl_->storage->data) + impl_->offset;
 }
 template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
 template bool* Tensor::data<bool>() const;
+
+template <class T>
+std::span<T> Tensor::span() const {
+  check_element_type(dtype_of<T>(), "span");
+  if (!is_contiguous())
+    fail<ValueError>("span", "expected a contiguous tensor, got shape {} with strides {}; hint: call "
+                     ".contiguous() first (a copy: copy_ it back if the writes must reach this tensor)",
+                     shape_str(impl_->shape), shape_str(impl_->strides));
+  return {static_cast<T*>(impl_->storage->data) + impl_->offset, static_cast<size_t>(numel())};
+}
+template std::span<float> Tensor::span<float>() const;
+template std::span<double> Tensor::span<double>() const;
+template std::span<int64_t> Tensor::span<int64_t>() const;
+template std::span<bool> Tensor::span<bool>() const;
 
 void* Tensor::raw_data() const {
   check_defined("raw_data");

@@ -11,11 +11,19 @@
 //    shares the Storage: writing through one is seen through the other;
 //  - contiguous() returns the same tensor when already contiguous, otherwise a
 //    copy; clone() and to(dtype) always copy;
-//  - reshape() of a non-contiguous tensor copies (view() refuses instead).
+//  - reshape() of a non-contiguous tensor copies (view() refuses instead);
+//  - data<T>() and span<T>() point into the storage: writes through them are
+//    seen by every view, are not recorded by autograd, and the pointer lives as
+//    long as some tensor holds the storage;
+//  - set_data_(src) makes this tensor a view of src's storage in place: every
+//    copy of the handle sees the new data, views made before keep the old.
+// Identity: is_same() is true for copies of one handle and false for views,
+// even of the same elements (shares_storage() says whether the bytes are shared).
 #pragma once
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,35 +39,14 @@ namespace attograd {
 using Shape = std::vector<int64_t>;
 struct Node;
 
-// A block of bytes from the allocator. Views share one Storage.
-struct Storage {
-  Storage(size_t nbytes, std::shared_ptr<Allocator> alloc);
-  ~Storage();
-  Storage(const Storage&) = delete;
-  Storage& operator=(const Storage&) = delete;
-  void* data = nullptr;
-  size_t nbytes = 0;
-  std::shared_ptr<Allocator> allocator;
-};
-
-struct TensorImpl {
-  std::shared_ptr<Storage> storage;
-  int64_t offset = 0;  // in elements
-  Shape shape;
-  Shape strides;       // in elements
-  DType dtype = DType::f32;
-
-  // Autograd. A leaf has no grad_fn; a leaf with requires_grad collects .grad.
-  bool requires_grad = false;
-  std::shared_ptr<Node> grad_fn;           // the op that made this tensor
-  std::shared_ptr<TensorImpl> grad;        // accumulated gradient of a leaf
-  std::weak_ptr<Node> grad_accumulator;    // leaf's AccumulateGrad node, if alive
-};
+// What a Tensor handle points at: storage, layout and autograd fields. Its
+// definition is internal to autograd/ (autograd/tensor_impl.h).
+struct TensorImpl;
 
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}  // autograd/ only
 
   // ---- creation -----------------------------------------------------------
   static Tensor empty(const Shape& shape, DType dtype = DType::f32);
@@ -95,10 +82,20 @@ class Tensor {
   bool is_contiguous() const;
   // True when this and other share storage.
   bool shares_storage(const Tensor& other) const;
+  // True when both handles name the same tensor (see Identity above).
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // A key for sets and maps of tensors by identity, like Python's id(): equal
+  // exactly when is_same; valid while the tensor lives.
+  const void* id() const { return impl_.get(); }
 
   // ---- data access --------------------------------------------------------
   // Pointer to element [0,...,0]; checks that T matches the dtype.
   template <class T> T* data() const;
+  // The numel() elements of a contiguous tensor, in row-major order: a raw
+  // pointer and a size, for tight loops. Checks that T matches the dtype and
+  // that the tensor is contiguous (call contiguous() first, and copy_ back if
+  // the writes must reach a strided tensor).
+  template <class T> std::span<T> span() const;
   void* raw_data() const;
   double item() const;  // a one-element tensor's value
   template <class T> std::vector<T> to_vector() const;  // converted, logical order
@@ -109,6 +106,13 @@ class Tensor {
   // Not recorded by autograd; use under NoGradGuard on parameters.
   void copy_(const Tensor& src);
   void fill_(double value);
+  // PyTorch's `t.data = src`: this tensor takes src's storage, layout and
+  // dtype in place, so every copy of the handle (a module's member, an
+  // optimizer's list) sees them; it then shares src's storage (pass src.clone()
+  // to own a copy). Keeps identity and requires_grad; drops .grad, which
+  // belonged to the old data, and graphs recorded before no longer reach this
+  // tensor's .grad. Only on leaves; not recorded by autograd.
+  void set_data_(const Tensor& src);
 
   // ---- autograd (the members that need the graph's Node: requires_grad_,
   // grad_fn_name and backward, are defined in engine.cpp) -----------------
@@ -139,11 +143,14 @@ class Tensor {
   Tensor squeeze() const;
   Tensor flatten() const { return reshape({numel()}); }
 
+  // Internal to autograd/: TensorImpl is defined in autograd/tensor_impl.h,
+  // which nothing outside autograd/ includes. Elsewhere use the API above.
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
   void check_defined(std::string_view what) const;
+  void check_element_type(DType asked, std::string_view op) const;  // defined, and of dtype `asked`
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -59,8 +59,8 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
   collect("", out, true, false);
   // A parameter shared by two modules (tied embeddings) is listed once, first name wins.
-  std::set<const TensorImpl*> seen;
-  std::erase_if(out, [&](const auto& p) { return !seen.insert(p.second.impl()).second; });
+  std::set<const void*> seen;
+  std::erase_if(out, [&](const auto& p) { return !seen.insert(p.second.id()).second; });
   return out;
 }
 
@@ -125,19 +125,13 @@ void Module::load_state_dict(const TensorMap& state, bool strict) {
 }
 
 namespace {
-// Swap t's storage for a converted copy, keeping the same TensorImpl so every
-// handle (module members, optimizer lists) sees the new dtype.
-void convert_in_place(const Tensor& t, DType dtype) {
+// Give t a converted copy of its data in place, so every handle (module
+// members, optimizer lists) sees the new dtype.
+void convert_in_place(Tensor t, DType dtype) {
   if (t.dtype() == dtype || !is_floating(t.dtype())) return;
   Tensor converted = Tensor::empty(t.shape(), dtype);
   converted.copy_(t);
-  TensorImpl* impl = t.impl();
-  impl->storage = converted.impl()->storage;
-  impl->offset = 0;
-  impl->strides = converted.strides();
-  impl->dtype = dtype;
-  impl->grad.reset();
-  impl->grad_accumulator.reset();
+  t.set_data_(converted);
 }
 }  // namespace
 

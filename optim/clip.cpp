@@ -12,12 +12,11 @@ namespace {
 template <class T, class F>
 void for_each_element(const Tensor& t, F&& f) {
   if (t.is_contiguous()) {
-    T* p = t.data<T>();
-    for (int64_t i = 0, n = t.numel(); i < n; ++i) f(p[i]);
+    for (T& x : t.span<T>()) f(x);
     return;
   }
-  T* base = static_cast<T*>(t.impl()->storage->data);
-  for_each_offset(t.shape(), t.strides(), t.offset(), [&](int64_t o) { f(base[o]); });
+  T* p = t.data<T>();  // element [0, ..., 0]: the walk's offsets count from it
+  for_each_offset(t.shape(), t.strides(), 0, [&](int64_t o) { f(p[o]); });
 }
 
 std::vector<Tensor> grads_of(const std::vector<Tensor>& params) {

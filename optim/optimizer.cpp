@@ -46,7 +46,7 @@ void Optimizer::add_param_group(ParamGroup group) {
       fail<ValueError>(name_, "can't optimize a non-leaf tensor (parameter {} of group {} comes "
                        "from <{}>); hint: use x.detach().requires_grad_()", k, groups_.size(),
                        p.grad_fn_name());
-    auto same = [&](const Tensor& q) { return q.impl() == p.impl(); };
+    auto same = [&](const Tensor& q) { return q.is_same(p); };
     bool seen = std::any_of(g.params.begin(), g.params.begin() + static_cast<std::ptrdiff_t>(k), same);
     for (const Group& other : groups_)
       seen = seen || std::any_of(other.params.begin(), other.params.end(), same);

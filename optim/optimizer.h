@@ -128,10 +128,10 @@ void for_each_param_element(const Tensor& param, const Tensor& grad, F&& f) {
   }
   const Tensor gc = grad.is_contiguous() ? grad : grad.clone();  // strided leaves only
   const T* g = gc.data<T>();
-  T* base = static_cast<T*>(param.impl()->storage->data);
+  T* p = param.data<T>();  // element [0, ..., 0]: the walk's offsets count from it
   int64_t i = 0;
-  for_each_offset(param.shape(), param.strides(), param.offset(), [&](int64_t o) {
-    f(base[o], g[i], i);
+  for_each_offset(param.shape(), param.strides(), 0, [&](int64_t o) {
+    f(p[o], g[i], i);
     ++i;
   });
 }

@@ -5,6 +5,7 @@
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/transformer.h"
+#include "optim/sgd.h"
 #include "test_util.h"
 
 using namespace attograd;
@@ -121,6 +122,34 @@ TEST(Module, ToFloat64KeepsMemberHandles) {
   EXPECT_EQ(y.dtype(), DType::f64);
 }
 
+TEST(Module, ToKeepsOptimizerHandlesAndDropsGrads) {
+  Generator gen(0);
+  Block b(gen);
+  const std::vector<Tensor> params = b.parameters();  // an optimizer's list, taken before to()
+  optim::SGD opt(params, {.lr = 0.5});
+  Tensor alive = sum(b.fc->forward(Tensor::ones({2, 4})));  // a graph recorded in f32, still held
+  alive.backward(Tensor(), true);
+  b.to(DType::f64);
+  alive.backward();  // the f32 graph no longer reaches the converted parameters
+  const auto named = b.named_parameters();
+  ASSERT_EQ(named.size(), params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(params[i].is_same(named[i].second)) << named[i].first;
+    EXPECT_EQ(params[i].dtype(), DType::f64) << named[i].first;
+    EXPECT_TRUE(params[i].requires_grad()) << named[i].first;
+    EXPECT_FALSE(params[i].grad().defined()) << named[i].first;  // f32 grads do not fit
+  }
+  const auto w0 = b.fc->weight.to_vector<double>();
+  sum(b.fc->forward(Tensor::ones({2, 4}, DType::f64))).backward();
+  EXPECT_EQ(b.fc->weight.grad().dtype(), DType::f64);
+  opt.step();  // the optimizer's handles see the f64 data and grads
+  const auto w1 = b.fc->weight.to_vector<double>();
+  for (size_t i = 0; i < w0.size(); ++i) EXPECT_DOUBLE_EQ(w1[i], w0[i] - 0.5 * 2) << i;  // d(sum)/dW = 2
+  b.to(DType::f32);
+  EXPECT_EQ(b.fc->weight.dtype(), DType::f32);
+  EXPECT_EQ(b.dtype(), DType::f32);
+}
+
 TEST(Module, ReprShowsTreeWithShapes) {
   Generator gen(0);
   Block b(gen);
@@ -147,7 +176,7 @@ TEST(Module, TiedEmbeddingsShareOneMatrix) {
   c.src_vocab = 10; c.tgt_vocab = 12; c.d_model = 8; c.heads = 2; c.d_ff = 16; c.dropout = 0.0;
   c.tie_embeddings = true;
   Seq2SeqTransformer m(c, gen, nullptr);
-  EXPECT_TRUE(m.generator->weight.impl() == m.tgt_embed->weight.impl());
+  EXPECT_TRUE(m.generator->weight.is_same(m.tgt_embed->weight));
   Seq2SeqTransformer untied([&] { auto d = c; d.tie_embeddings = false; return d; }(), gen, nullptr);
   EXPECT_EQ(untied.num_parameters() - m.num_parameters(), 12 * 8);  // listed once when tied
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <span>
 
 #include "autograd/ops.h"
 #include "test_util.h"
@@ -259,7 +260,7 @@ TEST(Views, ReshapeViewSqueezePermuteDetachAlias) {
 TEST(Views, ContiguousCopiesOnlyWhenNeededCloneAlways) {
   Tensor a = Tensor::arange(0, 6).reshape({2, 3});
   Tensor c = a.contiguous();
-  EXPECT_EQ(c.impl(), a.impl());  // already contiguous: the same tensor
+  EXPECT_TRUE(c.is_same(a));  // already contiguous: the same tensor
   Tensor t = a.transpose(0, 1);
   Tensor tc = t.contiguous();
   EXPECT_FALSE(tc.shares_storage(a));
@@ -269,7 +270,7 @@ TEST(Views, ContiguousCopiesOnlyWhenNeededCloneAlways) {
   // A row slice of a contiguous tensor is contiguous (with an offset): no copy.
   Tensor row = a.slice(0, 1, 2);
   EXPECT_TRUE(row.is_contiguous());
-  EXPECT_EQ(row.contiguous().impl(), row.impl());
+  EXPECT_TRUE(row.contiguous().is_same(row));
   // clone always copies
   Tensor cl = a.clone();
   EXPECT_FALSE(cl.shares_storage(a));
@@ -340,6 +341,96 @@ TEST(Access, SizeAndNegativeDims) {
   expect_error<IndexError>([&] { a.size(3); }, {"size", "dim 3", "3-d"});
   expect_error<IndexError>([&] { a.size(-4); }, {"size", "-4"});
   expect_error<IndexError>([] { Tensor::scalar(1).size(0); }, {"size", "0-d"});
+}
+
+TEST(Access, SpanCoversAContiguousTensorsElements) {
+  Tensor a = Tensor::arange(0, 6).reshape({2, 3});
+  std::span<float> all = a.span<float>();
+  ASSERT_EQ(all.size(), 6u);
+  EXPECT_EQ(std::vector<float>(all.begin(), all.end()), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  Tensor row = a.slice(0, 1, 2);  // contiguous, starts at element [1, 0]
+  std::span<float> r = row.span<float>();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0], 3.0f);
+  r[2] = 50;  // writes through to every view of the storage
+  EXPECT_EQ(vals(a.transpose(0, 1)), (std::vector<double>{0, 3, 1, 4, 2, 50}));
+  EXPECT_TRUE(Tensor::zeros({0, 3}).span<float>().empty());
+  EXPECT_EQ(Tensor::from_list({7}, {1}, DType::i64).span<int64_t>()[0], 7);
+}
+
+TEST(Access, SpanRefusesWrongDtypeAndStridedTensors) {
+  Tensor a = Tensor::zeros({2, 3});
+  expect_error<DTypeError>([&] { a.span<double>(); }, {"span", "f64 elements of a f32 tensor", "hint"});
+  expect_error<ValueError>([&] { a.transpose(0, 1).span<float>(); },
+                           {"span", "contiguous", "[3, 2]", "[1, 3]", "hint", ".contiguous()"});
+  expect_error<ValueError>([&] { a.slice(1, 0, 3, 2).span<float>(); }, {"span", "contiguous"});
+  expect_error<ValueError>([] { Tensor().span<float>(); }, {"span", "undefined"});
+}
+
+// ---- identity and set_data_ --------------------------------------------------------------
+
+TEST(Identity, CopiesAreTheSameTensorViewsAreNot) {
+  Tensor a = Tensor::zeros({2, 2});
+  Tensor b = a;
+  EXPECT_TRUE(b.is_same(a));
+  EXPECT_EQ(b.id(), a.id());
+  Tensor v = a.detach();
+  EXPECT_FALSE(v.is_same(a));
+  EXPECT_NE(v.id(), a.id());
+  EXPECT_TRUE(v.shares_storage(a));
+  EXPECT_FALSE(a.clone().is_same(a));
+}
+
+TEST(SetData, KeepsIdentityAndRequiresGrad) {
+  Tensor w = Tensor::from_list({1, 2, 3}, {3}).requires_grad_();
+  Tensor handle = w;  // as a module member or an optimizer's list holds it
+  Tensor before = w.detach();
+  Tensor alive = sum(w * w);  // keeps w's gradient accumulator for [3] f32 alive
+  alive.backward(Tensor(), true);
+  ASSERT_TRUE(w.grad().defined());
+
+  Tensor src = Tensor::from_list({5, 6}, {2}, DType::f64);
+  handle.set_data_(src);
+  EXPECT_TRUE(handle.is_same(w));
+  EXPECT_EQ(w.dtype(), DType::f64);
+  EXPECT_EQ(w.shape(), (Shape{2}));
+  EXPECT_EQ(vals(w), (std::vector<double>{5, 6}));
+  EXPECT_TRUE(w.requires_grad());
+  EXPECT_TRUE(w.is_leaf());
+  EXPECT_FALSE(w.grad().defined());  // the old gradient belonged to the old data
+  EXPECT_TRUE(w.shares_storage(src));
+  src.fill_(1);
+  EXPECT_EQ(vals(w), (std::vector<double>{1, 1}));
+  EXPECT_EQ(vals(before), (std::vector<double>{1, 2, 3}));  // earlier views keep the old data
+
+  alive.backward();  // a graph of the old data: its gradient does not reach w
+  EXPECT_FALSE(w.grad().defined());
+  sum(w * w).backward();  // a fresh accumulator for the new shape and dtype
+  EXPECT_EQ(w.grad().dtype(), DType::f64);
+  EXPECT_EQ(vals(w.grad()), (std::vector<double>{2, 2}));
+}
+
+TEST(SetData, TakesAStridedSourceInItsLogicalOrder) {
+  Tensor t = Tensor::zeros({1});
+  t.set_data_(Tensor::arange(0, 6).reshape({2, 3}).transpose(0, 1));
+  EXPECT_EQ(t.shape(), (Shape{3, 2}));
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_EQ(vals(t), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+}
+
+TEST(SetData, Errors) {
+  Tensor w = Tensor::from_list({1, 2}, {2}).requires_grad_();
+  Tensor y = w * 2;
+  expect_error<AutogradError>([&] { y.set_data_(Tensor::zeros({2})); }, {"set_data_", "leaf", "<mul>", "hint"});
+  expect_error<DTypeError>([&] { w.set_data_(Tensor::zeros({2}, DType::i64)); },
+                           {"set_data_", "requires grad", "i64", "hint"});
+  expect_error<ValueError>([&] { w.set_data_(Tensor()); }, {"set_data_", "undefined"});
+  expect_error<ValueError>([] { Tensor().set_data_(Tensor::zeros({1})); }, {"set_data_", "undefined"});
+  EXPECT_EQ(w.dtype(), DType::f32);  // a refused call changes nothing
+  EXPECT_EQ(vals(w), (std::vector<double>{1, 2}));
+  Tensor ints = Tensor::zeros({2}, DType::i64);  // no grad: any dtype may come in
+  ints.set_data_(Tensor::from_vector(std::vector<bool>{true, false}, {2}));
+  EXPECT_EQ(ints.dtype(), DType::b8);
 }
 
 // ---- printing --------------------------------------------------------------------------

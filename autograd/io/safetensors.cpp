@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/tensor_impl.h"
+
 namespace attograd {
 
 // Tensor bytes are copied straight between memory and the file.

@@ -7,6 +7,7 @@
 #include "autograd/ops/indexing.h"
 
 #include "autograd/engine.h"
+#include "autograd/tensor_impl.h"
 
 namespace attograd {
 

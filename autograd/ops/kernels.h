@@ -14,6 +14,7 @@
 #include "autograd/backend/threads.h"
 #include "autograd/kernels/add.h"
 #include "autograd/tensor.h"
+#include "autograd/tensor_impl.h"
 
 namespace attograd {
 

@@ -21,6 +21,7 @@
 #include "autograd/backend/blas.h"
 #include "autograd/engine.h"
 #include "autograd/ops/elementwise.h"
+#include "autograd/tensor_impl.h"
 
 namespace attograd {
 

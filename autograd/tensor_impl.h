@@ -1,0 +1,42 @@
+// TensorImpl and Storage: what a Tensor handle points at.
+//
+// Internal to autograd/: only autograd/ sources include this header. It is not
+// part of the public API; nn/, optim/, data/, the examples and the tests use
+// the Tensor API in tensor.h (data<T>(), span<T>(), set_data_(), is_same()).
+// Outside autograd/, Tensor::impl() and impl_ptr() yield a pointer to an
+// incomplete type, good for nothing but passing back into autograd/.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "autograd/backend/allocator.h"
+#include "autograd/tensor.h"
+
+namespace attograd {
+
+// A block of bytes from the allocator. Views share one Storage.
+struct Storage {
+  Storage(size_t nbytes, std::shared_ptr<Allocator> alloc);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data = nullptr;
+  size_t nbytes = 0;
+  std::shared_ptr<Allocator> allocator;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Shape shape;
+  Shape strides;       // in elements
+  DType dtype = DType::f32;
+
+  // Autograd. A leaf has no grad_fn; a leaf with requires_grad collects .grad.
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;           // the op that made this tensor
+  std::shared_ptr<TensorImpl> grad;        // accumulated gradient of a leaf
+  std::weak_ptr<Node> grad_accumulator;    // leaf's AccumulateGrad node, if alive
+};
+
+}  // namespace attograd
