@@ -1,0 +1,64 @@
+// How much memory a training run of the Seq2SeqTransformer needs, estimated
+// from its config before anything is allocated, so a run that cannot fit
+// stops at start-up instead of thrashing the machine.
+//
+// Shape legend: B batch, S source length, T target length (each with its
+// BOS/EOS), E = d_model, F = d_ff, H heads, V vocab sizes, L layers.
+//
+// Everything is float32 (4 bytes an element):
+//   weights      P = the parameter count (transformer_parameter_count), plus
+//                the sinusoidal position table max_len·E (a buffer)
+//   gradients    P
+//   AdamW state  2P (first and second moments)
+//   activations  what autograd saves in one forward for the backward, plus
+//                the backward's working set. Elements:
+//                  embeddings   3E per source and target token (lookup, scale, + position)
+//                  encoder      per layer and source token: 14E + 2F + H·S
+//                               (LN, Q K V and their head views, attention output,
+//                               merge, projection, residual; FF in, out, activation;
+//                               the softmax weights P [B, H, S, S])
+//                  decoder      per layer and target token: 21E + 2F + H·(T + S),
+//                               and 4E per source token (cross-attention K, V)
+//                  output       3V per target token (logits, log-softmax, their gradient)
+//                  backward     one more layer's worth (the gradients in flight)
+//                with dropout > 0 all of it times 1.25 (the dropped copies
+//                and their 1-byte masks).
+// Not counted: the program, its libraries and thread stacks (about 25 MB),
+// the data set, the allocator's cache of freed blocks, and the evaluation
+// pass (no gradients, so far less than a training step). README "Checks
+// before work is spent" compares the estimate with measured peak RSS.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "nn/transformer.h"
+
+namespace attograd {
+
+struct MemoryEstimate {
+  int64_t parameters = 0;
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0;  // bytes
+  double total() const { return weights + gradients + optimizer + activations; }
+  // "14.2 MB (weights 0.9 MB, gradients 0.9 MB, AdamW 1.9 MB, activations 10.5 MB)"
+  std::string summary() const;
+};
+
+// The parameters Seq2SeqTransformer(c) registers (Module::num_parameters),
+// computed from the config alone.
+int64_t transformer_parameter_count(const TransformerConfig& c);
+
+// A training step on batches of `batch` sequences of at most src_len / tgt_len tokens.
+MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len);
+
+// MemAvailable of /proc/meminfo in bytes; nullopt where it cannot be read.
+std::optional<double> memory_available();
+
+// ValueError "memory: this run needs about 137.5 GB (...), but 20.5 GB is
+// available (MemAvailable); hint: ..." when the estimate exceeds `available`,
+// unless `force`. Nothing when `available` is unknown.
+void check_memory_fits(const MemoryEstimate& e, std::optional<double> available, bool force);
+
+std::string format_bytes(double bytes);  // "512 B", "14.2 MB", "137.5 GB", "7.7 TB"
+
+}  // namespace attograd
