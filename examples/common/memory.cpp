@@ -32,10 +32,10 @@ MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batc
   const double B = static_cast<double>(batch), S = static_cast<double>(src_len), T = static_cast<double>(tgt_len);
   const double E = static_cast<double>(c.d_model), F = static_cast<double>(c.d_ff), H = static_cast<double>(c.heads);
   const double V = static_cast<double>(c.tgt_vocab);
-  const double enc_layer = B * S * (14 * E + 2 * F + H * S);
-  const double dec_layer = B * T * (21 * E + 2 * F + H * (T + S)) + B * S * 4 * E;
+  const double enc_layer = B * S * (8 * E + F + H * S);
+  const double dec_layer = B * T * (12 * E + F + H * (T + S)) + B * S * 2 * E;
   double elements = B * (S + T) * 3 * E + static_cast<double>(c.enc_layers) * enc_layer +
-                    static_cast<double>(c.dec_layers) * dec_layer + B * T * 3 * V + std::max(enc_layer, dec_layer);
+                    static_cast<double>(c.dec_layers) * dec_layer + B * T * 2 * V + std::max(enc_layer, dec_layer);
   if (c.dropout > 0) elements *= 1.25;
   MemoryEstimate m;
   m.parameters = transformer_parameter_count(c);
