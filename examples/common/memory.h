@@ -25,11 +25,13 @@
 //                  backward     one more layer's worth (the gradients in flight)
 //                with dropout > 0 all of it times 1.25 (the dropped copies
 //                and their 1-byte masks).
-// Not counted: the program and its libraries (peak RSS 10 MB for a model of
-// a few kB), the data set, and the evaluation pass (no gradients, so far less
-// than a training step). Measured against peak RSS less those 10 MB, the
-// estimate is 1.03-1.08x for copy_task models of 0.2M to 15M parameters
-// (README, "Checks before work is spent").
+// Not counted: the program and its libraries (peak RSS 9.5 MB for a model of
+// a few kB), the data set, the evaluation pass (no gradients, so far less
+// than a training step), and the blocks the caching allocator keeps when batch
+// shapes vary (autograd/allocator.h: at most the in-use peak plus 64 MiB).
+// Measured against peak RSS less those 9.5 MB, the estimate is 1.03-1.06x for
+// copy_task models of 0.2M to 15M parameters with batches of one shape, 0.63x
+// with lengths 5-48 (README, "Checks before work is spent").
 #pragma once
 #include <cstdint>
 #include <optional>
