@@ -8,7 +8,7 @@
 
 #include <cxxopts.hpp>
 
-#include "memory.h"
+#include "memory_estimate.h"
 #include "trainer.h"
 
 namespace attograd {
@@ -24,7 +24,7 @@ void check_outputs_writable(const TrainOptions& t);
 
 // --force: train even when the memory estimate exceeds what is available.
 void add_memory_flags(cxxopts::Options& o);
-// Estimates the run's memory (memory.h) and stops with check_memory_fits
+// Estimates the run's memory (memory_estimate.h) and stops with check_memory_fits
 // unless --force. Returns the start-up header's part,
 // "memory ~14.2 MB (20.5 GB available)".
 std::string check_training_memory(const cxxopts::ParseResult& r, const TransformerConfig& c, int64_t batch,

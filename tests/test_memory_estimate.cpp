@@ -1,9 +1,9 @@
-// examples/common/memory.h: the parameter count from a config against the
+// examples/common/memory_estimate.h: the parameter count from a config against the
 // model's real one, the estimate's parts, and the check against available memory.
 #include <gtest/gtest.h>
 
 #include "autograd/generator.h"
-#include "memory.h"
+#include "memory_estimate.h"
 #include "nn/transformer.h"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-#include "memory.h"
+#include "memory_estimate.h"
 
 #include <algorithm>
 #include <fstream>
