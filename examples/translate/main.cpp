@@ -8,6 +8,9 @@
 //
 // Sources are English words with hyphens split off; French and Spanish targets
 // are words the same way, German targets are characters (data/parallel.h).
+// Every source, from the corpus or typed, is first normalised to the corpus
+// form (data/number_words.h): "Three thousand, four hundred" and "3400" read as
+// "three thousand four hundred".
 #include <filesystem>
 #include <fstream>
 #include <iostream>
