@@ -1,5 +1,7 @@
-// gradcheck: the analytic Jacobian (row by row, one backward per output
-// element) against the numeric one (column by column, central differences).
+// gradcheck in three parts: the analytic Jacobian (row by row, one backward
+// per output element), the numeric one (column by column, central
+// differences, one input at a time) and their comparison (the worst element
+// of each input).
 #include "autograd/gradcheck.h"
 
 #include <algorithm>
@@ -53,14 +55,16 @@ std::vector<double> as_doubles(const Tensor& t) {
   return t.to_vector<double>();
 }
 
-}  // namespace
+bool is_checked(const Tensor& x) { return x.defined() && x.requires_grad(); }
 
-GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, const GradcheckOptions& opt) {
-  GradcheckReport report;
-  // The leaves to differentiate: a leaf input is used as it is (so module
-  // parameters, which the function reaches through the module, can be checked;
-  // their .grad is cleared); any other input is replaced by a detached alias
-  // (same storage and strides, no history).
+// Per input, a flat float64 vector (empty for an input that is not checked).
+using PerInput = std::vector<std::vector<double>>;
+
+// The leaves to differentiate: a leaf input is used as it is (so module
+// parameters, which the function reaches through the module, can be checked;
+// their .grad is cleared); any other input is replaced by a detached alias
+// (same storage and strides, no history).
+std::vector<Tensor> leaves_of(const std::vector<Tensor>& inputs, const GradcheckOptions& opt, GradcheckReport& report) {
   std::vector<Tensor> xs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = inputs[i];
@@ -82,120 +86,163 @@ GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     }
     xs.push_back(x);
   }
+  return xs;
+}
 
-  auto eval = [&]() {
-    NoGradGuard no_grad;
-    Tensor out = fn(xs);
-    if (!out.defined() || !is_floating(out.dtype()))
-      fail<ValueError>("gradcheck", "the function must return a defined floating tensor");
-    return as_doubles(out);
-  };
-
-  // Forward once with the graph kept, for every backward below.
-  Tensor out = fn(xs);
-  const int64_t K = out.numel();
-  const Shape out_shape = out.shape();
-  const DType out_dtype = out.dtype();
-
-  // Gradients of every input for output gradient `g` (flat, out's shape).
-  auto grads_for = [&](const std::vector<double>& g) {
-    for (Tensor& x : xs)
-      if (x.defined() && x.requires_grad()) x.zero_grad();
-    std::vector<std::vector<double>> res(xs.size());
-    if (out.requires_grad()) out.backward(Tensor::from_vector(g, out_shape, out_dtype), /*retain_graph=*/true);
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (!xs[i].defined() || !xs[i].requires_grad()) continue;
-      res[i] = xs[i].grad().defined() ? as_doubles(xs[i].grad()) : std::vector<double>(xs[i].numel(), 0.0);
-    }
-    return res;
-  };
-
-  // Analytic Jacobian rows: ana[i][k * N_i + j].
-  std::vector<std::vector<double>> ana(xs.size());
-  std::vector<double> onehot(K, 0.0);
-  bool deterministic = true;
-  for (int64_t k = 0; k < K; ++k) {
-    onehot[k] = 1.0;
-    auto g = grads_for(onehot);
-    if (opt.check_determinism && !same_bits(grads_for(onehot), g)) deterministic = false;
-    onehot[k] = 0.0;
-    for (size_t i = 0; i < xs.size(); ++i) ana[i].insert(ana[i].end(), g[i].begin(), g[i].end());
+// The gradients of every checked input for the output gradient `g` (flat, in
+// out's shape), by one backward through out's kept graph.
+PerInput input_grads(const Tensor& out, std::vector<Tensor>& xs, const std::vector<double>& g) {
+  for (Tensor& x : xs)
+    if (is_checked(x)) x.zero_grad();
+  PerInput res(xs.size());
+  if (out.requires_grad()) out.backward(Tensor::from_vector(g, out.shape(), out.dtype()), /*retain_graph=*/true);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!is_checked(xs[i])) continue;
+    res[i] = xs[i].grad().defined() ? as_doubles(xs[i].grad()) : std::vector<double>(xs[i].numel(), 0.0);
   }
-  if (!deterministic) {
+  return res;
+}
+
+struct AnalyticJacobian {
+  PerInput jac;  // jac[i][k * N_i + j] = d out[k] / d xs[i][j]
+  bool deterministic = true;
+};
+
+// Row k of every input's Jacobian is the input gradient for grad = one-hot(k).
+// With `check_determinism`, each row is computed twice and must repeat bit for bit.
+AnalyticJacobian analytic_jacobian(const Tensor& out, std::vector<Tensor>& xs, bool check_determinism) {
+  AnalyticJacobian a;
+  a.jac.resize(xs.size());
+  std::vector<double> onehot(out.numel(), 0.0);
+  for (int64_t k = 0; k < out.numel(); ++k) {
+    onehot[k] = 1.0;
+    const PerInput g = input_grads(out, xs, onehot);
+    if (check_determinism && !same_bits(input_grads(out, xs, onehot), g)) a.deterministic = false;
+    onehot[k] = 0.0;
+    for (size_t i = 0; i < xs.size(); ++i) a.jac[i].insert(a.jac[i].end(), g[i].begin(), g[i].end());
+  }
+  return a;
+}
+
+// Backward is linear in the output gradient: grad · 2 gives twice the input
+// gradients. Adds one failure per input that breaks it.
+void check_linearity(const Tensor& out, std::vector<Tensor>& xs, const GradcheckOptions& opt,
+                     GradcheckReport& report) {
+  const int64_t K = out.numel();
+  if (K == 0) return;
+  std::vector<double> v(K), v2(K);
+  for (int64_t k = 0; k < K; ++k) {
+    v[k] = 0.5 + 0.25 * static_cast<double>(k % 7);
+    v2[k] = 2.0 * v[k];
+  }
+  const PerInput g1 = input_grads(out, xs, v), g2 = input_grads(out, xs, v2);
+  for (size_t i = 0; i < xs.size(); ++i)
+    for (size_t j = 0; j < g1[i].size(); ++j)
+      if (std::abs(g2[i][j] - 2.0 * g1[i][j]) > opt.atol + opt.rtol * std::abs(2.0 * g1[i][j])) {
+        report.ok = false;
+        report.failures.push_back(fmt::format("input {}: backward does not scale with the output gradient "
+                                              "(element {}: grad·2 gives {}, expected {})", i, j, g2[i][j], 2.0 * g1[i][j]));
+        break;
+      }
+}
+
+// fn's output in float64, evaluated without recording a graph.
+std::vector<double> evaluate(const GradcheckFn& fn, const std::vector<Tensor>& xs) {
+  NoGradGuard no_grad;
+  const Tensor out = fn(xs);
+  if (!out.defined() || !is_floating(out.dtype()))
+    fail<ValueError>("gradcheck", "the function must return a defined floating tensor");
+  return as_doubles(out);
+}
+
+// The Jacobian of fn's K outputs with respect to input xs[i] alone, by central
+// differences in float64, one element at a time:
+//   num[k * N + j] = (f(x + eps e_j)[k] - f(x - eps e_j)[k]) / (2 eps).
+// Each element is written back to its original value afterwards.
+std::vector<double> numeric_jacobian(const GradcheckFn& fn, const std::vector<Tensor>& xs, size_t i, int64_t K,
+                                     double eps) {
+  const Tensor& x = xs[i];
+  const std::vector<int64_t> offs = element_offsets(x);
+  const int64_t N = x.numel();
+  std::vector<double> num(static_cast<size_t>(K * N));
+  for (int64_t j = 0; j < N; ++j) {
+    const double orig = get(x, offs[j]);
+    set(x, offs[j], orig + eps);
+    const std::vector<double> plus = evaluate(fn, xs);
+    set(x, offs[j], orig - eps);
+    const std::vector<double> minus = evaluate(fn, xs);
+    set(x, offs[j], orig);
+    for (int64_t k = 0; k < K; ++k) num[k * N + j] = (plus[k] - minus[k]) / (2 * eps);
+  }
+  return num;
+}
+
+// Compares input i's two Jacobians element by element. An element passes when
+// |analytic - numeric| <= atol + rtol |numeric| (and neither is NaN); the
+// report keeps the worst element, the one closest to (or furthest past) its
+// tolerance; on a tie, the first by input element, then output element.
+InputReport compare(size_t i, const Tensor& x, const std::vector<double>& ana, const std::vector<double>& num,
+                    int64_t K, const GradcheckOptions& opt) {
+  InputReport r;
+  r.input = i;
+  r.checked = true;
+  const int64_t N = x.numel();
+  double worst_excess = -1;
+  for (int64_t j = 0; j < N; ++j)
+    for (int64_t k = 0; k < K; ++k) {
+      const double an = ana[k * N + j], nu = num[k * N + j];
+      const double abs_err = std::abs(an - nu);
+      r.max_abs_err = std::max(r.max_abs_err, abs_err);
+      if (abs_err > opt.atol) r.max_rel_err = std::max(r.max_rel_err, abs_err / std::max(std::abs(nu), 1e-300));
+      const double excess = abs_err / (opt.atol + opt.rtol * std::abs(nu));
+      if (excess > worst_excess || r.worst_output < 0) {
+        worst_excess = excess;
+        r.worst_output = k;
+        r.worst_input = j;
+        r.numerical = nu;
+        r.analytical = an;
+      }
+      if (excess > 1 || std::isnan(an) || std::isnan(nu)) r.ok = false;
+    }
+  if (r.worst_input >= 0) r.worst_input_index = unravel(r.worst_input, x.shape());
+  return r;
+}
+
+std::string mismatch_message(const InputReport& r, const Tensor& x, const GradcheckOptions& opt) {
+  const double abs_err = std::abs(r.analytical - r.numerical);
+  return fmt::format(
+      "input {} {}: Jacobian mismatch at input element {} (index {}) for output element {}: numerical {:.8g}, "
+      "analytical {:.8g} (abs err {:.3g}, rel err {:.3g}; atol {}, rtol {})", r.input, shape_str(x.shape()),
+      r.worst_input, shape_str(r.worst_input_index), r.worst_output, r.numerical, r.analytical, abs_err,
+      abs_err / std::max(std::abs(r.numerical), 1e-300), opt.atol, opt.rtol);
+}
+
+}  // namespace
+
+GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, const GradcheckOptions& opt) {
+  GradcheckReport report;
+  std::vector<Tensor> xs = leaves_of(inputs, opt, report);
+  const Tensor out = fn(xs);  // forward once with the graph kept, for every backward
+  const AnalyticJacobian analytic = analytic_jacobian(out, xs, opt.check_determinism);
+  if (!analytic.deterministic) {
     report.ok = false;
     report.failures.push_back("backward is not deterministic: two runs with the same output gradient differ");
   }
-
-  if (opt.check_linearity && K > 0) {
-    std::vector<double> v(K), v2(K);
-    for (int64_t k = 0; k < K; ++k) {
-      v[k] = 0.5 + 0.25 * static_cast<double>(k % 7);
-      v2[k] = 2.0 * v[k];
-    }
-    auto g1 = grads_for(v), g2 = grads_for(v2);
-    for (size_t i = 0; i < xs.size(); ++i)
-      for (size_t j = 0; j < g1[i].size(); ++j)
-        if (std::abs(g2[i][j] - 2.0 * g1[i][j]) > opt.atol + opt.rtol * std::abs(2.0 * g1[i][j])) {
-          report.ok = false;
-          report.failures.push_back(fmt::format("input {}: backward does not scale with the output gradient "
-                                                "(element {}: grad·2 gives {}, expected {})", i, j, g2[i][j], 2.0 * g1[i][j]));
-          break;
-        }
-  }
-
-  // Numeric Jacobian, column by column, and the comparison.
+  if (opt.check_linearity) check_linearity(out, xs, opt, report);
   for (size_t i = 0; i < xs.size(); ++i) {
     InputReport r;
     r.input = i;
-    const Tensor& x = xs[i];
-    if (!x.defined() || !x.requires_grad()) {
-      report.inputs.push_back(r);
-      continue;
-    }
-    r.checked = true;
-    const std::vector<int64_t> offs = element_offsets(x);
-    const int64_t N = x.numel();
-    double worst_excess = -1;
-    for (int64_t j = 0; j < N; ++j) {
-      const double orig = get(x, offs[j]);
-      set(x, offs[j], orig + opt.eps);
-      const std::vector<double> plus = eval();
-      set(x, offs[j], orig - opt.eps);
-      const std::vector<double> minus = eval();
-      set(x, offs[j], orig);
-      for (int64_t k = 0; k < K; ++k) {
-        const double num = (plus[k] - minus[k]) / (2 * opt.eps);
-        const double an = ana[i][k * N + j];
-        const double abs_err = std::abs(an - num);
-        const double rel_err = abs_err / std::max(std::abs(num), 1e-300);
-        r.max_abs_err = std::max(r.max_abs_err, abs_err);
-        if (abs_err > opt.atol) r.max_rel_err = std::max(r.max_rel_err, rel_err);
-        // The worst element is the one closest to (or furthest past) its tolerance.
-        const double excess = abs_err / (opt.atol + opt.rtol * std::abs(num));
-        if (excess > worst_excess || r.worst_output < 0) {
-          worst_excess = excess;
-          r.worst_output = k;
-          r.worst_input = j;
-          r.numerical = num;
-          r.analytical = an;
-        }
-        if (excess > 1 || std::isnan(an) || std::isnan(num)) r.ok = false;
+    if (is_checked(xs[i])) {
+      r = compare(i, xs[i], analytic.jac[i], numeric_jacobian(fn, xs, i, out.numel(), opt.eps), out.numel(), opt);
+      if (!r.ok) {
+        report.ok = false;
+        report.failures.push_back(mismatch_message(r, xs[i], opt));
       }
-    }
-    if (r.worst_input >= 0) r.worst_input_index = unravel(r.worst_input, x.shape());
-    if (!r.ok) {
-      report.ok = false;
-      report.failures.push_back(fmt::format(
-          "input {} {}: Jacobian mismatch at input element {} (index {}) for output element {}: numerical {:.8g}, "
-          "analytical {:.8g} (abs err {:.3g}, rel err {:.3g}; atol {}, rtol {})", i, shape_str(x.shape()),
-          r.worst_input, shape_str(r.worst_input_index), r.worst_output, r.numerical, r.analytical,
-          std::abs(r.analytical - r.numerical), std::abs(r.analytical - r.numerical) / std::max(std::abs(r.numerical), 1e-300),
-          opt.atol, opt.rtol));
     }
     report.inputs.push_back(r);
   }
   for (Tensor& x : xs)
-    if (x.defined() && x.requires_grad()) x.zero_grad();
+    if (is_checked(x)) x.zero_grad();
 
   if (!report.ok && opt.raise_on_failure) throw GradcheckError("gradcheck: " + report.summary());
   return report;

@@ -7,12 +7,18 @@
 //   if (!report.ok) fmt::print("{}\n", report.summary());
 //
 // For every input i that requires grad, and every output element k:
-//   numeric   J[k][j] = (f(x + eps e_j)[k] - f(x - eps e_j)[k]) / (2 eps)
 //   analytic  J[k][j] = (dL/dx_i)[j] after backward with grad = one-hot(k)
+//   numeric   J[k][j] = (f(x + eps e_j)[k] - f(x - eps e_j)[k]) / (2 eps)
+// The analytic Jacobian takes one backward per output element through one
+// kept graph; the numeric one perturbs one element of input i at a time (the
+// others unchanged) and reads the outputs as float64.
 // Inputs that are leaves requiring grad are used as they are (pass a module's
 // parameters to check them; their .grad is cleared); other inputs are replaced
-// by detached leaves over the same storage.
-// An element passes when |analytic - numeric| <= atol + rtol |numeric|.
+// by detached leaves over the same storage. An input whose elements overlap in
+// memory (a stride of 0, as from expand) is refused with a ValueError.
+// An element passes when |analytic - numeric| <= atol + rtol |numeric| and
+// neither is NaN; each input's report names its worst element, the one
+// furthest past (or closest to) that bound.
 // It also checks that backward is deterministic (two runs agree exactly) and
 // linear in the output gradient (grad · 2 gives twice the input gradient).
 #pragma once
@@ -38,7 +44,8 @@ struct InputReport {
   size_t input = 0;           // index into the inputs
   bool checked = false;       // false when the input does not require grad
   bool ok = true;
-  double max_abs_err = 0, max_rel_err = 0;
+  double max_abs_err = 0;
+  double max_rel_err = 0;     // over the elements whose abs err exceeds atol
   // The worst element: output element, input element (flat and as an index).
   int64_t worst_output = -1, worst_input = -1;
   std::vector<int64_t> worst_input_index;

@@ -12,9 +12,9 @@
 
 #include "autograd/error.h"
 #include "autograd/io/safetensors.h"
-#include "checkpoint.h"
 #include "data/tsv.h"
 #include "data/vocab.h"
+#include "examples/common/checkpoint.h"
 
 namespace attograd::fuzz {
 

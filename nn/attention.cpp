@@ -55,19 +55,19 @@ void cache_append(AttentionCache& c, const Tensor& kn, const Tensor& vn) {
 
 // ---- MultiHeadAttention ---------------------------------------------------------------
 
-MultiHeadAttention::MultiHeadAttention(int64_t e, int64_t h, Generator& gen, double p, bool bias,
-                                       std::optional<int64_t> kd, std::optional<int64_t> vd,
-                                       std::shared_ptr<Generator> dropout_gen, DType dtype)
-    : Module("MultiHeadAttention"), embed_dim(e), num_heads(h), head_dim(h > 0 ? e / h : 0),
-      kdim(kd.value_or(e)), vdim(vd.value_or(e)), dropout(p), dropout_gen_(std::move(dropout_gen)) {
-  if (e <= 0 || h <= 0 || e % h != 0)
-    fail<ValueError>("MultiHeadAttention", "embed_dim {} must be positive and divisible by num_heads {}", e, h);
-  if (!(p >= 0 && p < 1)) fail<ValueError>("MultiHeadAttention", "dropout must be in [0, 1), got {}", p);
-  if (p > 0 && !dropout_gen_) fail<ValueError>("MultiHeadAttention", "dropout {} needs a Generator", p);
-  q_proj = register_module("q_proj", std::make_shared<Linear>(e, e, gen, bias, dtype));
-  k_proj = register_module("k_proj", std::make_shared<Linear>(kdim, e, gen, bias, dtype));
-  v_proj = register_module("v_proj", std::make_shared<Linear>(vdim, e, gen, bias, dtype));
-  out_proj = register_module("out_proj", std::make_shared<Linear>(e, e, gen, bias, dtype));
+MultiHeadAttention::MultiHeadAttention(const MHAConfig& c, Generator& gen)
+    : Module("MultiHeadAttention"), embed_dim(c.embed_dim), num_heads(c.num_heads),
+      head_dim(c.num_heads > 0 ? c.embed_dim / c.num_heads : 0), kdim(c.kdim.value_or(c.embed_dim)),
+      vdim(c.vdim.value_or(c.embed_dim)), dropout(c.dropout), dropout_gen_(c.dropout_gen) {
+  const int64_t e = embed_dim;
+  if (e <= 0 || num_heads <= 0 || e % num_heads != 0)
+    fail<ValueError>("MultiHeadAttention", "embed_dim {} must be positive and divisible by num_heads {}", e, num_heads);
+  if (!(dropout >= 0 && dropout < 1)) fail<ValueError>("MultiHeadAttention", "dropout must be in [0, 1), got {}", dropout);
+  if (dropout > 0 && !dropout_gen_) fail<ValueError>("MultiHeadAttention", "dropout {} needs a Generator", dropout);
+  q_proj = register_module("q_proj", std::make_shared<Linear>(e, e, gen, c.bias, c.dtype));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(kdim, e, gen, c.bias, c.dtype));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(vdim, e, gen, c.bias, c.dtype));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(e, e, gen, c.bias, c.dtype));
   // PyTorch's init: xavier-uniform projections (when kdim == vdim == E, PyTorch
   // packs q/k/v into one [3E, E] matrix, so the bound uses fan_out = 3E), zero
   // biases; out_proj keeps Linear's weight init with a zero bias.
@@ -79,9 +79,9 @@ MultiHeadAttention::MultiHeadAttention(int64_t e, int64_t h, Generator& gen, dou
     } else {
       init::xavier_uniform_(lin->weight, gen);
     }
-    if (bias) init::zeros_(lin->bias);
+    if (c.bias) init::zeros_(lin->bias);
   }
-  if (bias) init::zeros_(out_proj->bias);
+  if (c.bias) init::zeros_(out_proj->bias);
 }
 
 Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
@@ -133,19 +133,27 @@ MHAOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
   ao.is_causal = is_causal;
   ao.dropout_p = is_training() ? dropout : 0.0;
   ao.generator = dropout_gen_.get();
-  ao.need_weights = opt.need_weights || keep_weights;
+  ao.need_weights = opt.need_weights || observer;
   AttentionResult r = scaled_dot_product_attention(q, k, v, ao);  // out [B, H, T, D]
 
   Tensor heads = r.out;
-  if (opt.head_mask.defined()) {
-    if (opt.head_mask.shape() != Shape{num_heads})
-      fail<ShapeError>("MultiHeadAttention", "head_mask must be [{}], got {}", num_heads, shape_str(opt.head_mask.shape()));
-    heads = heads * opt.head_mask.reshape({1, num_heads, 1, 1});
+  if (observer) {
+    AttentionCall call{r.weights, r.out, Tensor()};
+    observer(call);
+    const Tensor& scale = call.head_scale;
+    if (scale.defined()) {
+      if (scale.shape() != Shape{num_heads})
+        fail<ShapeError>("MultiHeadAttention", "an observer's head_scale must be [{}] (one per head), got {}",
+                         num_heads, shape_str(scale.shape()));
+      if (scale.dtype() != heads.dtype())
+        fail<DTypeError>("MultiHeadAttention", "an observer's head_scale must be {} like the heads, got {}",
+                         dtype_name(heads.dtype()), dtype_name(scale.dtype()));
+      heads = heads * scale.reshape({1, num_heads, 1, 1});
+    }
   }
   // [B, H, T, D] -> [B, T, H, D] -> [B, T, E]
   Tensor merged = heads.transpose(1, 2).reshape({B, T, embed_dim});
   MHAOutput res{out_proj->forward(merged), Tensor()};
-  if (keep_weights) last_weights = r.weights;
   if (opt.need_weights) res.weights = opt.average_weights ? mean(r.weights, {1}) : r.weights;
   return res;
 }
@@ -154,6 +162,39 @@ std::string MultiHeadAttention::extra_repr() const {
   std::string s = fmt::format("embed_dim={}, num_heads={}, dropout={}", embed_dim, num_heads, dropout);
   if (kdim != embed_dim || vdim != embed_dim) s += fmt::format(", kdim={}, vdim={}", kdim, vdim);
   return s;
+}
+
+// ---- observers on every attention module ----------------------------------------------
+
+namespace {
+
+void collect_attention(const Module& m, const std::string& prefix,
+                       std::vector<std::pair<std::string, std::shared_ptr<MultiHeadAttention>>>& out) {
+  for (const auto& [name, child] : m.named_children()) {
+    const std::string path = prefix.empty() ? name : prefix + "." + name;
+    if (auto mha = std::dynamic_pointer_cast<MultiHeadAttention>(child)) out.emplace_back(path, std::move(mha));
+    collect_attention(*child, path, out);
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::shared_ptr<MultiHeadAttention>>> attention_modules(const Module& root) {
+  std::vector<std::pair<std::string, std::shared_ptr<MultiHeadAttention>>> out;
+  collect_attention(root, "", out);
+  return out;
+}
+
+AttentionObserverGuard::AttentionObserverGuard(const Module& root,
+                                               const std::function<AttentionObserver(const std::string&)>& make) {
+  for (auto& [name, m] : attention_modules(root)) {
+    AttentionObserver next = make(name);
+    saved_.emplace_back(m, std::exchange(m->observer, std::move(next)));
+  }
+}
+
+AttentionObserverGuard::~AttentionObserverGuard() {
+  for (auto& [m, observer] : saved_) m->observer = std::move(observer);
 }
 
 }  // namespace attograd

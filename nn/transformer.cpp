@@ -81,13 +81,21 @@ Tensor FeedForward::forward(const Tensor& x) {
   return linear2->forward(drop->forward(h));
 }
 
+namespace {
+
+// Every attention module of a layer: E wide, H heads, the model's dropout.
+MHAConfig attention_config(const TransformerConfig& c, std::shared_ptr<Generator> dropout_gen) {
+  return {.embed_dim = c.d_model, .num_heads = c.heads, .dropout = c.dropout, .dropout_gen = std::move(dropout_gen)};
+}
+
+}  // namespace
+
 // ---- encoder -------------------------------------------------------------------------------
 
 TransformerEncoderLayer::TransformerEncoderLayer(const TransformerConfig& c, Generator& gen,
                                                  std::shared_ptr<Generator> dg)
     : Module("TransformerEncoderLayer"), pre_ln(c.pre_ln) {
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(c.d_model, c.heads, gen, c.dropout, true,
-                                                                                 std::nullopt, std::nullopt, dg));
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_config(c, dg), gen));
   ff = register_module("ff", std::make_shared<FeedForward>(c.d_model, c.d_ff, c.dropout, c.activation, gen, dg));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
@@ -96,13 +104,8 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerConfig& c, Gen
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& kpm) {
-  return forward_masked(x, kpm, Tensor());
-}
-
-Tensor TransformerEncoderLayer::forward_masked(const Tensor& x, const Tensor& kpm, const Tensor& head_mask) {
   MHAOptions o;
   o.key_padding_mask = kpm;
-  o.head_mask = head_mask;
   auto sa = [&](const Tensor& h) { return dropout1->forward(self_attn->forward(h, h, h, o).out); };
   if (pre_ln) {
     Tensor h = x + sa(norm1->forward(x));
@@ -119,10 +122,9 @@ TransformerEncoder::TransformerEncoder(const TransformerConfig& c, Generator& ge
   if (c.pre_ln) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
 }
 
-Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& kpm, const std::vector<Tensor>& head_masks) {
+Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& kpm) {
   Tensor h = x;
-  for (size_t i = 0; i < layers->size(); ++i)
-    h = (*layers)[i].forward_masked(h, kpm, i < head_masks.size() ? head_masks[i] : Tensor());
+  for (const auto& layer : *layers) h = layer->forward(h, kpm);
   return norm ? norm->forward(h) : h;
 }
 
@@ -170,10 +172,8 @@ size_t KVCache::bytes_allocated() const {
 TransformerDecoderLayer::TransformerDecoderLayer(const TransformerConfig& c, Generator& gen,
                                                  std::shared_ptr<Generator> dg)
     : Module("TransformerDecoderLayer"), pre_ln(c.pre_ln) {
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(c.d_model, c.heads, gen, c.dropout, true,
-                                                                                 std::nullopt, std::nullopt, dg));
-  cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(c.d_model, c.heads, gen, c.dropout, true,
-                                                                                   std::nullopt, std::nullopt, dg));
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_config(c, dg), gen));
+  cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(attention_config(c, dg), gen));
   ff = register_module("ff", std::make_shared<FeedForward>(c.d_model, c.d_ff, c.dropout, c.activation, gen, dg));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
@@ -183,18 +183,15 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerConfig& c, Gen
   dropout3 = register_module("dropout3", std::make_shared<Dropout>(c.dropout, dg));
 }
 
-Tensor TransformerDecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_kpm,
-                                        const Tensor& mem_kpm, AttentionCache* self_cache,
-                                        AttentionCache* cross_cache, const Tensor& hm_self, const Tensor& hm_cross) {
+Tensor TransformerDecoderLayer::forward(const Tensor& x, const DecoderInputs& in, KVCache::Layer cache) {
   MHAOptions so;  // causal self-attention over the target so far
   so.is_causal = true;
-  so.key_padding_mask = self_cache ? Tensor() : tgt_kpm;
-  so.cache = self_cache;
-  so.head_mask = hm_self;
+  so.key_padding_mask = cache.self_attn ? Tensor() : in.tgt_key_padding_mask;
+  so.cache = cache.self_attn;
   MHAOptions co;  // cross-attention to the encoder memory
-  co.key_padding_mask = mem_kpm;
-  co.cache = cross_cache;
-  co.head_mask = hm_cross;
+  co.key_padding_mask = in.memory_key_padding_mask;
+  co.cache = cache.cross_attn;
+  const Tensor& memory = in.memory;
   auto sa = [&](const Tensor& h) { return dropout1->forward(self_attn->forward(h, h, h, so).out); };
   auto ca = [&](const Tensor& h) { return dropout2->forward(cross_attn->forward(h, memory, memory, co).out); };
   auto f = [&](const Tensor& h) { return dropout3->forward(ff->forward(h)); };
@@ -215,17 +212,13 @@ TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator& ge
   if (c.pre_ln) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
 }
 
-Tensor TransformerDecoder::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_kpm, const Tensor& mem_kpm,
-                                   KVCache* cache, const std::vector<Tensor>& hm_self,
-                                   const std::vector<Tensor>& hm_cross) {
+Tensor TransformerDecoder::forward(const Tensor& x, const DecoderInputs& in, KVCache* cache) {
   if (cache && cache->self_attn.size() != layers->size())
     fail<ValueError>("TransformerDecoder", "cache has {} layers, the decoder {}; hint: use model.make_cache()",
                      cache->self_attn.size(), layers->size());
   Tensor h = x;
   for (size_t i = 0; i < layers->size(); ++i)
-    h = (*layers)[i].forward(h, memory, tgt_kpm, mem_kpm, cache ? &cache->self_attn[i] : nullptr,
-                             cache ? &cache->cross_attn[i] : nullptr, i < hm_self.size() ? hm_self[i] : Tensor(),
-                             i < hm_cross.size() ? hm_cross[i] : Tensor());
+    h = (*layers)[i].forward(h, in, cache ? cache->layer(i) : KVCache::Layer{});
   return norm ? norm->forward(h) : h;
 }
 
@@ -251,7 +244,7 @@ Tensor Seq2SeqTransformer::encode(const Tensor& src, const Tensor& kpm) {
   // x = Drop(Embed(src) · √E + PE)      src [B, S] -> x [B, S, E]
   const double scale = std::sqrt(static_cast<double>(config.d_model));
   Tensor x = embed_dropout->forward(pos->forward(src_embed->forward(src) * scale));
-  return encoder->forward(x, kpm, head_mask_enc);
+  return encoder->forward(x, kpm);
 }
 
 Tensor Seq2SeqTransformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& mem_kpm,
@@ -259,28 +252,14 @@ Tensor Seq2SeqTransformer::decode(const Tensor& tgt, const Tensor& memory, const
   const double scale = std::sqrt(static_cast<double>(config.d_model));
   const int64_t start = cache ? cache->length() : 0;
   Tensor x = embed_dropout->forward(pos->forward(tgt_embed->forward(tgt) * scale, start));
-  Tensor h = decoder->forward(x, memory, tgt_kpm, mem_kpm, cache, head_mask_dec_self, head_mask_dec_cross);
+  Tensor h = decoder->forward(x, {.memory = memory, .tgt_key_padding_mask = tgt_kpm, .memory_key_padding_mask = mem_kpm},
+                              cache);
   return generator->forward(h);  // [B, T, V_tgt]
 }
 
 Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_kpm,
                                    const Tensor& tgt_kpm) {
   return decode(tgt_in, encode(src, src_kpm), src_kpm, tgt_kpm);
-}
-
-std::vector<std::pair<std::string, std::shared_ptr<MultiHeadAttention>>> Seq2SeqTransformer::attention_modules() const {
-  std::vector<std::pair<std::string, std::shared_ptr<MultiHeadAttention>>> out;
-  for (size_t i = 0; i < encoder->layers->size(); ++i)
-    out.emplace_back(fmt::format("encoder.layers.{}.self_attn", i), (*encoder->layers)[i].self_attn);
-  for (size_t i = 0; i < decoder->layers->size(); ++i) {
-    out.emplace_back(fmt::format("decoder.layers.{}.self_attn", i), (*decoder->layers)[i].self_attn);
-    out.emplace_back(fmt::format("decoder.layers.{}.cross_attn", i), (*decoder->layers)[i].cross_attn);
-  }
-  return out;
-}
-
-void Seq2SeqTransformer::keep_attention_weights(bool on) {
-  for (auto& [name, m] : attention_modules()) m->keep_weights = on;
 }
 
 std::string Seq2SeqTransformer::extra_repr() const { return config.to_json().dump(); }

@@ -58,8 +58,6 @@ class TransformerEncoderLayer : public Module {
   TransformerEncoderLayer(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   // x [B, S, E]; key_padding_mask [B, S] (true at padding) may be undefined.
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask);
-  // The same with a per-head mask [H] on self-attention (head ablation).
-  Tensor forward_masked(const Tensor& x, const Tensor& key_padding_mask, const Tensor& head_mask);
   bool pre_ln;
   std::shared_ptr<MultiHeadAttention> self_attn;
   std::shared_ptr<FeedForward> ff;
@@ -76,19 +74,29 @@ struct KVCache {
   // Beam search: row i of every self-attention cache becomes old row origin[i].
   void reorder(const std::vector<int64_t>& origin);
   int64_t length() const { return self_attn.empty() ? 0 : self_attn[0].length; }
+  // Layer i's two caches, as TransformerDecoderLayer::forward takes them.
+  struct Layer {
+    AttentionCache* self_attn = nullptr;
+    AttentionCache* cross_attn = nullptr;
+  };
+  Layer layer(size_t i) { return {&self_attn.at(i), &cross_attn.at(i)}; }
   size_t bytes_used() const;
   size_t bytes_allocated() const;
+};
+
+// What every decoder layer reads besides its input x [B, T, E].
+struct DecoderInputs {
+  Tensor memory;                   // [B, S, E], the encoder's output
+  Tensor tgt_key_padding_mask;     // [B, T] b8, true at padding; may be undefined (unused with a cache)
+  Tensor memory_key_padding_mask;  // [B, S] b8, true at padding; may be undefined
 };
 
 class TransformerDecoderLayer : public Module {
  public:
   TransformerDecoderLayer(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
-  // x [B, T, E], memory [B, S, E]; masks may be undefined. With caches, x holds
-  // only the new step(s) and the caches hold everything before.
-  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_key_padding_mask,
-                 const Tensor& memory_key_padding_mask, AttentionCache* self_cache = nullptr,
-                 AttentionCache* cross_cache = nullptr, const Tensor& head_mask_self = Tensor(),
-                 const Tensor& head_mask_cross = Tensor());
+  // x [B, T, E] -> [B, T, E]. With caches, x holds only the new step(s) and
+  // the caches hold everything before.
+  Tensor forward(const Tensor& x, const DecoderInputs& in, KVCache::Layer cache = {});
   bool pre_ln;
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
   std::shared_ptr<FeedForward> ff;
@@ -100,7 +108,7 @@ class TransformerDecoderLayer : public Module {
 class TransformerEncoder : public Module {
  public:
   TransformerEncoder(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
-  Tensor forward(const Tensor& x, const Tensor& key_padding_mask, const std::vector<Tensor>& head_masks = {});
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask);
   std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  // pre-LN only
 };
@@ -109,9 +117,7 @@ class TransformerEncoder : public Module {
 class TransformerDecoder : public Module {
  public:
   TransformerDecoder(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
-  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_key_padding_mask,
-                 const Tensor& memory_key_padding_mask, KVCache* cache = nullptr,
-                 const std::vector<Tensor>& head_masks_self = {}, const std::vector<Tensor>& head_masks_cross = {});
+  Tensor forward(const Tensor& x, const DecoderInputs& in, KVCache* cache = nullptr);
   std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  // pre-LN only
 };
@@ -128,12 +134,6 @@ class Seq2SeqTransformer : public Module {
   Tensor forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_key_padding_mask = Tensor(),
                  const Tensor& tgt_key_padding_mask = Tensor());
   KVCache make_cache() const { return KVCache(decoder->layers->size()); }
-
-  // Every attention module, for head studies: {"encoder.layers.0.self_attn", module}.
-  std::vector<std::pair<std::string, std::shared_ptr<MultiHeadAttention>>> attention_modules() const;
-  void keep_attention_weights(bool on);
-  // Per-layer head masks ([H] each, 1 keeps a head, 0 removes it); empty: all kept.
-  std::vector<Tensor> head_mask_enc, head_mask_dec_self, head_mask_dec_cross;
 
   TransformerConfig config;
   std::shared_ptr<Embedding> src_embed, tgt_embed;

@@ -17,8 +17,7 @@
 #include "test_util.h"
 
 using namespace attograd;
-using attograd::testing::error_message;
-using attograd::testing::expect_close;
+using namespace attograd::testing;
 
 namespace {
 
@@ -29,8 +28,6 @@ const AttnFn kComposite = &scaled_dot_product_attention_composite;
 struct Sizes {
   int64_t B = 2, H = 2, T = 3, S = 4, D = 3, Dv = 2;
 };
-
-Tensor leaf(const Shape& s, Generator& gen, DType dt) { return Tensor::randn(s, gen, dt).requires_grad_(); }
 
 // Bool mask with roughly `frac` of its entries true.
 Tensor random_bool(const Shape& s, Generator& gen, double frac) {
@@ -92,8 +89,8 @@ void expect_agree(const Outcome& f, const Outcome& c, double rtol, double atol) 
 void check_agreement(const Sizes& z, const std::function<void(AttentionOptions&, Generator&, DType)>& set_masks,
                      DType dt = DType::f64) {
   Generator gen(7);
-  Tensor q = leaf({z.B, z.H, z.T, z.D}, gen, dt), k = leaf({z.B, z.H, z.S, z.D}, gen, dt);
-  Tensor v = leaf({z.B, z.H, z.S, z.Dv}, gen, dt);
+  Tensor q = randn_leaf({z.B, z.H, z.T, z.D}, gen, dt), k = randn_leaf({z.B, z.H, z.S, z.D}, gen, dt);
+  Tensor v = randn_leaf({z.B, z.H, z.S, z.Dv}, gen, dt);
   AttentionOptions o;
   o.need_weights = true;
   set_masks(o, gen, dt);
@@ -107,8 +104,8 @@ void check_agreement(const Sizes& z, const std::function<void(AttentionOptions&,
 void check_grads(AttnFn fn, const Sizes& z, const std::function<void(AttentionOptions&, Generator&)>& set_masks) {
   Generator gen(11);
   const DType dt = DType::f64;
-  Tensor q = leaf({z.B, z.H, z.T, z.D}, gen, dt), k = leaf({z.B, z.H, z.S, z.D}, gen, dt);
-  Tensor v = leaf({z.B, z.H, z.S, z.Dv}, gen, dt);
+  Tensor q = randn_leaf({z.B, z.H, z.T, z.D}, gen, dt), k = randn_leaf({z.B, z.H, z.S, z.D}, gen, dt);
+  Tensor v = randn_leaf({z.B, z.H, z.S, z.Dv}, gen, dt);
   AttentionOptions o;
   set_masks(o, gen);
   std::vector<Tensor> inputs{q, k, v};
@@ -265,8 +262,8 @@ TEST(Attention, FullyMaskedRowGivesZerosAndZeroGradient) {
     for (int kind = 0; kind < 3; ++kind) {
       SCOPED_TRACE(kind);
       Generator gen(5);
-      Tensor q = leaf({2, 2, 3, 3}, gen, DType::f64), k = leaf({2, 2, 4, 3}, gen, DType::f64);
-      Tensor v = leaf({2, 2, 4, 2}, gen, DType::f64);
+      Tensor q = randn_leaf({2, 2, 3, 3}, gen, DType::f64), k = randn_leaf({2, 2, 4, 3}, gen, DType::f64);
+      Tensor v = randn_leaf({2, 2, 4, 2}, gen, DType::f64);
       AttentionOptions o;
       o.need_weights = true;
       std::vector<bool> row1(12, false);
@@ -310,8 +307,8 @@ TEST(Attention, MaskedPositionsGetExactlyZeroWeightAndScoreGradient) {
   // A learning float mask sees dS directly: it must be exactly 0 wherever a
   // bool mask, padding or causality removed the key.
   Generator gen(8);
-  Tensor q = leaf({2, 2, 4, 3}, gen, DType::f64), k = leaf({2, 2, 4, 3}, gen, DType::f64);
-  Tensor v = leaf({2, 2, 4, 2}, gen, DType::f64);
+  Tensor q = randn_leaf({2, 2, 4, 3}, gen, DType::f64), k = randn_leaf({2, 2, 4, 3}, gen, DType::f64);
+  Tensor v = randn_leaf({2, 2, 4, 2}, gen, DType::f64);
   AttentionOptions o;
   o.need_weights = true;
   o.is_causal = true;
@@ -405,9 +402,9 @@ TEST(Attention, ExpandedAndCacheViewsMatchComposite) {
   Generator gen(13);
   // k, v shared by every head (stride 0 on H), and a KV cache: rows [0, S) of
   // a [B, H, capacity, D] buffer.
-  Tensor k1 = leaf({2, 1, 4, 3}, gen, DType::f64);
-  Tensor cache = leaf({2, 2, 7, 2}, gen, DType::f64);
-  Tensor q = leaf({2, 2, 3, 3}, gen, DType::f64);
+  Tensor k1 = randn_leaf({2, 1, 4, 3}, gen, DType::f64);
+  Tensor cache = randn_leaf({2, 2, 7, 2}, gen, DType::f64);
+  Tensor q = randn_leaf({2, 2, 3, 3}, gen, DType::f64);
   auto go = [&](AttnFn fn) {
     for (Tensor t : {q, k1, cache}) t.zero_grad();
     AttentionResult r = fn(q, k1.expand({2, 2, 4, 3}), cache.narrow(2, 0, 4), {});
@@ -422,7 +419,7 @@ TEST(Attention, ExpandedAndCacheViewsMatchComposite) {
 
 TEST(Attention, ComputesOnlyRequestedGradients) {
   Generator gen(14);
-  Tensor q = leaf({1, 2, 3, 2}, gen, DType::f64);
+  Tensor q = randn_leaf({1, 2, 3, 2}, gen, DType::f64);
   Tensor k = Tensor::randn({1, 2, 3, 2}, gen, DType::f64), v = Tensor::randn({1, 2, 3, 2}, gen, DType::f64);
   const Outcome f = run(kFused, q, k, v, {}), c = run(kComposite, q, k, v, {});
   expect_close(f.dq, c.dq, 1e-12, 1e-12);
@@ -440,8 +437,8 @@ TEST(Attention, ComputesOnlyRequestedGradients) {
 
 TEST(Attention, DropoutSameSeedSameResultAndMatchesComposite) {
   Generator gen(15);
-  Tensor q = leaf({2, 2, 4, 3}, gen, DType::f64), k = leaf({2, 2, 5, 3}, gen, DType::f64);
-  Tensor v = leaf({2, 2, 5, 2}, gen, DType::f64);
+  Tensor q = randn_leaf({2, 2, 4, 3}, gen, DType::f64), k = randn_leaf({2, 2, 5, 3}, gen, DType::f64);
+  Tensor v = randn_leaf({2, 2, 5, 2}, gen, DType::f64);
   AttentionOptions o;
   o.dropout_p = 0.4;
   o.need_weights = true;
@@ -475,8 +472,8 @@ TEST(Attention, DropoutGradcheckWithFixedSeed) {
   // Reseeding inside fn gives every evaluation the same mask, so the op is a
   // fixed differentiable function and gradcheck applies.
   Generator gen(16);
-  Tensor q = leaf({1, 2, 3, 2}, gen, DType::f64), k = leaf({1, 2, 4, 2}, gen, DType::f64);
-  Tensor v = leaf({1, 2, 4, 3}, gen, DType::f64);
+  Tensor q = randn_leaf({1, 2, 3, 2}, gen, DType::f64), k = randn_leaf({1, 2, 4, 2}, gen, DType::f64);
+  Tensor v = randn_leaf({1, 2, 4, 3}, gen, DType::f64);
   for (AttnFn fn : {kFused, kComposite}) {
     auto r = gradcheck(
         [fn](const std::vector<Tensor>& in) {
@@ -494,8 +491,8 @@ TEST(Attention, DropoutGradcheckWithFixedSeed) {
 
 TEST(Attention, DropoutZeroEqualsNoDropoutAndOneGivesZeros) {
   Generator gen(17);
-  Tensor q = leaf({1, 2, 3, 2}, gen, DType::f64), k = leaf({1, 2, 4, 2}, gen, DType::f64);
-  Tensor v = leaf({1, 2, 4, 3}, gen, DType::f64);
+  Tensor q = randn_leaf({1, 2, 3, 2}, gen, DType::f64), k = randn_leaf({1, 2, 4, 2}, gen, DType::f64);
+  Tensor v = randn_leaf({1, 2, 4, 3}, gen, DType::f64);
   Generator g(1);
   const Generator::State before = g.state();
   AttentionOptions zero;
@@ -515,8 +512,8 @@ TEST(Attention, DropoutZeroEqualsNoDropoutAndOneGivesZeros) {
 
 TEST(Attention, WeightsAreDetachedCopiesOfTheSoftmax) {
   Generator gen(18);
-  Tensor q = leaf({2, 3, 4, 2}, gen, DType::f64), k = leaf({2, 3, 5, 2}, gen, DType::f64);
-  Tensor v = leaf({2, 3, 5, 2}, gen, DType::f64);
+  Tensor q = randn_leaf({2, 3, 4, 2}, gen, DType::f64), k = randn_leaf({2, 3, 5, 2}, gen, DType::f64);
+  Tensor v = randn_leaf({2, 3, 5, 2}, gen, DType::f64);
   AttentionOptions o;
   EXPECT_FALSE(scaled_dot_product_attention(q, k, v, o).weights.defined());
   o.need_weights = true;

@@ -12,9 +12,9 @@
 #include <random>
 
 #include "autograd/io/safetensors.h"
-#include "checkpoint.h"
 #include "data/tsv.h"
 #include "data/vocab.h"
+#include "examples/common/checkpoint.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

@@ -15,11 +15,11 @@
 
 #include "autograd/io/safetensors.h"
 #include "autograd/ops/loss.h"
-#include "checkpoint.h"
 #include "data/copy_task.h"
+#include "examples/common/checkpoint.h"
+#include "examples/common/trainer.h"
 #include "optim/adam.h"
 #include "test_util.h"
-#include "trainer.h"
 
 using namespace attograd;
 using attograd::testing::error_message;

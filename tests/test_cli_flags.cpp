@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "cli.h"
+#include "examples/common/cli.h"
 #include "test_util.h"
 
 namespace attograd {

@@ -13,10 +13,6 @@
 using namespace attograd;
 using attograd::testing::expect_error;
 
-namespace {
-
-}  // namespace
-
 TEST(CopyTask, DeterministicBySeed) {
   CopyTaskOptions o{.num_symbols = 8, .min_len = 2, .max_len = 9, .seed = 11, .size = 200};
   CopyTaskDataset a(o), b(o);

@@ -14,20 +14,12 @@
 
 using namespace attograd;
 using namespace attograd::custom_layer;
-using attograd::testing::error_message;
-using attograd::testing::expect_close;
+using namespace attograd::testing;
 
 namespace {
 
-Tensor leaf(const Shape& s, uint64_t seed, DType dtype = DType::f64, double lo = -2, double hi = 2) {
-  Generator g(seed);
-  return Tensor::uniform(s, lo, hi, g, dtype).requires_grad_();
-}
-
 Tensor fn_custom(const std::vector<Tensor>& in) { return rms_norm(in[0], in[1]); }
 Tensor fn_buggy(const std::vector<Tensor>& in) { return RMSNormBuggy()(in[0], in[1]); }
-
-bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -53,15 +45,15 @@ TEST(CustomRMSNorm, BackwardMatchesHandComputedValues) {
 }
 
 TEST(CustomRMSNorm, RecordsOneNode) {
-  Tensor y = rms_norm(leaf({2, 3}, 1), leaf({3}, 2));
+  Tensor y = rms_norm(uniform_leaf({2, 3}, 1), uniform_leaf({3}, 2));
   EXPECT_EQ(y.grad_fn_name(), "rms_norm");
   EXPECT_TRUE(y.requires_grad());
   NoGradGuard no_grad;
-  EXPECT_FALSE(rms_norm(leaf({2, 3}, 1), leaf({3}, 2)).requires_grad());
+  EXPECT_FALSE(rms_norm(uniform_leaf({2, 3}, 1), uniform_leaf({3}, 2)).requires_grad());
 }
 
 TEST(CustomRMSNorm, GradcheckPassesWrtXAndGain) {
-  GradcheckReport r = gradcheck(fn_custom, {leaf({3, 5}, 3), leaf({5}, 4, DType::f64, 0.5, 1.5)});
+  GradcheckReport r = gradcheck(fn_custom, {uniform_leaf({3, 5}, 3), uniform_leaf({5}, 4, 0.5, 1.5)});
   EXPECT_TRUE(r.ok) << r.summary();
   ASSERT_EQ(r.inputs.size(), 2u);
   EXPECT_TRUE(r.inputs[0].checked && r.inputs[1].checked);
@@ -71,17 +63,17 @@ TEST(CustomRMSNorm, GradcheckPassesWrtXAndGain) {
 }
 
 TEST(CustomRMSNorm, GradcheckPassesWithBatchDimsAndNonContiguousInput) {
-  GradcheckReport batched = gradcheck(fn_custom, {leaf({2, 3, 4}, 5), leaf({4}, 6)});
+  GradcheckReport batched = gradcheck(fn_custom, {uniform_leaf({2, 3, 4}, 5), uniform_leaf({4}, 6)});
   EXPECT_TRUE(batched.ok) << batched.summary();
   // A [5, 3] leaf seen as [3, 5]: the op reads it through contiguous().
-  Tensor xt = leaf({5, 3}, 7).detach().transpose(0, 1).requires_grad_();
+  Tensor xt = uniform_leaf({5, 3}, 7).detach().transpose(0, 1).requires_grad_();
   ASSERT_FALSE(xt.is_contiguous());
-  GradcheckReport strided = gradcheck(fn_custom, {xt, leaf({5}, 8)});
+  GradcheckReport strided = gradcheck(fn_custom, {xt, uniform_leaf({5}, 8)});
   EXPECT_TRUE(strided.ok) << strided.summary();
 }
 
 TEST(CustomRMSNorm, ComputesOnlyTheGradientsAskedFor) {
-  Tensor x = leaf({2, 4}, 9), g = leaf({4}, 10).detach();
+  Tensor x = uniform_leaf({2, 4}, 9), g = uniform_leaf({4}, 10).detach();
   GradcheckReport r = gradcheck(fn_custom, {x, g});
   EXPECT_TRUE(r.ok) << r.summary();
   EXPECT_FALSE(r.inputs[1].checked);
@@ -89,7 +81,7 @@ TEST(CustomRMSNorm, ComputesOnlyTheGradientsAskedFor) {
   EXPECT_TRUE(x.grad().defined());
   EXPECT_FALSE(g.grad().defined());
 
-  Tensor x2 = leaf({2, 4}, 9).detach(), g2 = leaf({4}, 10);
+  Tensor x2 = uniform_leaf({2, 4}, 9).detach(), g2 = uniform_leaf({4}, 10);
   rms_norm(x2, g2).backward(Tensor::ones({2, 4}, DType::f64));
   EXPECT_TRUE(g2.grad().defined());
   EXPECT_FALSE(x2.grad().defined());
@@ -97,7 +89,7 @@ TEST(CustomRMSNorm, ComputesOnlyTheGradientsAskedFor) {
 
 TEST(CustomRMSNorm, BuggyBackwardFailsGradcheckNamingInputZeroAndItsWorstElement) {
   const GradcheckOptions opt;
-  GradcheckReport r = gradcheck(fn_buggy, {leaf({3, 5}, 3), leaf({5}, 4, DType::f64, 0.5, 1.5)}, opt);
+  GradcheckReport r = gradcheck(fn_buggy, {uniform_leaf({3, 5}, 3), uniform_leaf({5}, 4, 0.5, 1.5)}, opt);
   EXPECT_FALSE(r.ok);
   ASSERT_EQ(r.inputs.size(), 2u);
   const InputReport& bad = r.inputs[0];
@@ -124,20 +116,20 @@ TEST(CustomRMSNorm, BuggyBackwardFailsGradcheckNamingInputZeroAndItsWorstElement
 
   GradcheckOptions raise;
   raise.raise_on_failure = true;
-  EXPECT_THROW(gradcheck(fn_buggy, {leaf({3, 5}, 3), leaf({5}, 4)}, raise), GradcheckError);
+  EXPECT_THROW(gradcheck(fn_buggy, {uniform_leaf({3, 5}, 3), uniform_leaf({5}, 4)}, raise), GradcheckError);
 }
 
 TEST(CustomRMSNorm, BuggyForwardIsStillRight) {
-  Tensor x = leaf({3, 5}, 11), g = leaf({5}, 12);
+  Tensor x = uniform_leaf({3, 5}, 11), g = uniform_leaf({5}, 12);
   expect_close(RMSNormBuggy()(x, g), rms_norm(x, g), 0, 0);
 }
 
 TEST(CustomRMSNorm, EqualsCompositeForwardAndBackward) {
   for (DType dtype : {DType::f64, DType::f32}) {
     const double tol = dtype == DType::f64 ? 1e-12 : 1e-5;
-    Tensor x = leaf({2, 3, 6}, 13, dtype), g = leaf({6}, 14, dtype, 0.5, 1.5);
+    Tensor x = uniform_leaf({2, 3, 6}, 13, -2, 2, dtype), g = uniform_leaf({6}, 14, 0.5, 1.5, dtype);
     Tensor xc = x.detach().clone().requires_grad_(), gc = g.detach().clone().requires_grad_();
-    Tensor grad = leaf({2, 3, 6}, 15, dtype).detach();
+    Tensor grad = uniform_leaf({2, 3, 6}, 15, -2, 2, dtype).detach();
     Tensor y = rms_norm(x, g), yc = rms_norm_composite(xc, gc);
     EXPECT_EQ(y.dtype(), dtype);
     expect_close(y, yc, tol, tol);
@@ -150,7 +142,7 @@ TEST(CustomRMSNorm, EqualsCompositeForwardAndBackward) {
 
 TEST(CustomRMSNorm, CompositeAlsoPassesGradcheck) {
   GradcheckReport r = gradcheck([](const std::vector<Tensor>& in) { return rms_norm_composite(in[0], in[1]); },
-                                {leaf({3, 4}, 16), leaf({4}, 17)});
+                                {uniform_leaf({3, 4}, 16), uniform_leaf({4}, 17)});
   EXPECT_TRUE(r.ok) << r.summary();
 }
 
@@ -165,24 +157,24 @@ TEST(CustomRMSNorm, ModuleRegistersTheGainAndGradchecksThroughIt) {
     m.weight.copy_(Tensor::from_list({0.5, 1.0, 1.5, 2.0}, {4}, DType::f64));
   }
   GradcheckReport r = gradcheck([&](const std::vector<Tensor>& in) { return m.forward(in[0]); },
-                                {leaf({2, 3, 4}, 18), m.weight});
+                                {uniform_leaf({2, 3, 4}, 18), m.weight});
   EXPECT_TRUE(r.ok) << r.summary();
   RMSNorm ref(4, 1e-6, /*use_composite=*/true, DType::f64);
   ref.load_state_dict(m.state_dict());
-  Tensor x = leaf({3, 4}, 19);
+  Tensor x = uniform_leaf({3, 4}, 19);
   expect_close(m.forward(x), ref.forward(x), 1e-12, 1e-14);
   EXPECT_TRUE(contains(m.repr(), "RMSNorm((4,), eps=1e-06")) << m.repr();
 }
 
 TEST(CustomRMSNorm, BadArgumentsNameTheOpAndShapes) {
-  std::string msg = error_message<ShapeError>([] { rms_norm(leaf({2, 4}, 1), leaf({3}, 2)); });
+  std::string msg = error_message<ShapeError>([] { rms_norm(uniform_leaf({2, 4}, 1), uniform_leaf({3}, 2)); });
   EXPECT_TRUE(contains(msg, "rms_norm") && contains(msg, "[3]") && contains(msg, "[2, 4]")) << msg;
-  msg = error_message<ShapeError>([] { rms_norm(leaf({2, 4}, 1), leaf({1, 4}, 2)); });
+  msg = error_message<ShapeError>([] { rms_norm(uniform_leaf({2, 4}, 1), uniform_leaf({1, 4}, 2)); });
   EXPECT_TRUE(contains(msg, "[1, 4]")) << msg;
-  msg = error_message<ShapeError>([] { rms_norm(Tensor::scalar(1.0, DType::f64), leaf({1}, 2)); });
+  msg = error_message<ShapeError>([] { rms_norm(Tensor::scalar(1.0, DType::f64), uniform_leaf({1}, 2)); });
   EXPECT_TRUE(contains(msg, "rms_norm") && contains(msg, "0-d")) << msg;
-  msg = error_message<DTypeError>([] { rms_norm(leaf({2, 4}, 1), leaf({4}, 2, DType::f32)); });
+  msg = error_message<DTypeError>([] { rms_norm(uniform_leaf({2, 4}, 1), uniform_leaf({4}, 2, -2, 2, DType::f32)); });
   EXPECT_TRUE(contains(msg, "rms_norm") && contains(msg, "f32") && contains(msg, "f64")) << msg;
-  msg = error_message<ShapeError>([] { rms_norm_composite(leaf({2, 4}, 1), leaf({3}, 2)); });
+  msg = error_message<ShapeError>([] { rms_norm_composite(uniform_leaf({2, 4}, 1), uniform_leaf({3}, 2)); });
   EXPECT_TRUE(contains(msg, "rms_norm_composite")) << msg;
 }

@@ -10,10 +10,6 @@
 using namespace attograd;
 using attograd::testing::expect_error;
 
-namespace {
-
-}  // namespace
-
 TEST(Dropout, KeptFractionAndExactScaling) {
   const int64_t n = 40000;
   for (double p : {0.1, 0.5, 0.8}) {

@@ -10,44 +10,22 @@
 #include "test_util.h"
 
 using namespace attograd;
-using attograd::testing::expect_error;
-using attograd::testing::vals;
+using namespace attograd::testing;
 
 namespace {
 
-Tensor f64(std::initializer_list<double> v, const Shape& s) { return Tensor::from_list(v, s, DType::f64); }
-
-// Random f64 leaf requiring grad; values in [lo, hi) keep ops away from kinks.
-Tensor leaf(const Shape& s, uint64_t seed, double lo = -2, double hi = 2) {
-  Generator g(seed);
-  return Tensor::uniform(s, lo, hi, g, DType::f64).requires_grad_();
-}
 // Values with |v| in [0.3, 2): away from the kinks of abs/relu at 0.
 Tensor away_from_zero(const Shape& s, uint64_t seed) {
-  Tensor x = leaf(s, seed, 0.3, 2.0).detach();
+  Tensor x = uniform_leaf(s, seed, 0.3, 2.0).detach();
   double* p = x.data<double>();
   for (int64_t i = 0; i < x.numel(); i += 2) p[i] = -p[i];
   return x.requires_grad_();
 }
 // A non-contiguous leaf: the transpose of a random [s1, s0] tensor.
 Tensor transposed_leaf(const Shape& s, uint64_t seed, double lo = -2, double hi = 2) {
-  Tensor t = leaf({s[1], s[0]}, seed, lo, hi).detach().transpose(0, 1).detach().requires_grad_();
+  Tensor t = uniform_leaf({s[1], s[0]}, seed, lo, hi).detach().transpose(0, 1).detach().requires_grad_();
   EXPECT_FALSE(t.is_contiguous());
   return t;
-}
-
-void expect_gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs) {
-  const GradcheckReport r = gradcheck(fn, inputs);
-  EXPECT_TRUE(r.ok) << r.summary();
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].requires_grad()) {
-      EXPECT_TRUE(r.inputs.at(i).checked) << "input " << i;
-    }
-}
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
 }
 
 using Unary = std::function<Tensor(const Tensor&)>;
@@ -82,9 +60,9 @@ const std::vector<UnaryCase>& unary_cases() {
 }
 
 Tensor input_for(UnaryCase::Domain d, const Shape& s, uint64_t seed) {
-  if (d == UnaryCase::positive) return leaf(s, seed, 0.2, 3.0);
+  if (d == UnaryCase::positive) return uniform_leaf(s, seed, 0.2, 3.0);
   if (d == UnaryCase::nonzero) return away_from_zero(s, seed);
-  return leaf(s, seed);
+  return uniform_leaf(s, seed);
 }
 
 }  // namespace
@@ -174,7 +152,7 @@ TEST(Gelu, MatchesPyTorchBothForms) {
     expect_near_all(vals(y), want, 1e-15);
     sum(y).backward();
     expect_near_all(vals(xl.grad()), want_grad, 1e-15);
-    expect_gradcheck([form = form](const std::vector<Tensor>& in) { return gelu(in[0], form); }, {leaf({2, 5}, 3, -3, 3)});
+    expect_gradcheck([form = form](const std::vector<Tensor>& in) { return gelu(in[0], form); }, {uniform_leaf({2, 5}, 3, -3, 3)});
     // f32 agrees with f64 to float precision
     expect_near_all(vals(gelu(x.to(DType::f32), form)), want, 1e-6);
   }
@@ -194,7 +172,7 @@ TEST(Clamp, BothBoundsOneBoundAndGradient) {
   x.zero_grad();
   sum(clamp(x, std::nullopt, 1.5)).backward();
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{1, 1, 1, 0, 0}));
-  Tensor r = leaf({3, 4}, 21);
+  Tensor r = uniform_leaf({3, 4}, 21);
   expect_gradcheck([](const std::vector<Tensor>& in) { return clamp(in[0], -0.95, 1.05); }, {r});
   expect_gradcheck([](const std::vector<Tensor>& in) { return clamp(in[0], 0.05, std::nullopt); }, {r});
   expect_gradcheck([](const std::vector<Tensor>& in) { return clamp(in[0], std::nullopt, -0.05); }, {r});
@@ -235,9 +213,9 @@ const std::vector<BinaryCase>& binary_cases() {
   return cases;
 }
 Tensor binary_input(const Shape& s, uint64_t seed, bool positive, bool nonzero) {
-  if (positive) return leaf(s, seed, 0.3, 2.0);
+  if (positive) return uniform_leaf(s, seed, 0.3, 2.0);
   if (nonzero) return away_from_zero(s, seed);
-  return leaf(s, seed);
+  return uniform_leaf(s, seed);
 }
 }  // namespace
 
@@ -339,10 +317,10 @@ TEST(Pow, TensorAndScalarExponents) {
   EXPECT_EQ(vals(x.grad()), std::vector<double>(4, 0.0));
   for (double p : {2.0, 3.0, -1.5, 0.5, 1.0}) {
     SCOPED_TRACE(p);
-    expect_gradcheck([p](const std::vector<Tensor>& in) { return pow(in[0], p); }, {leaf({2, 3}, 61, 0.3, 2.0)});
+    expect_gradcheck([p](const std::vector<Tensor>& in) { return pow(in[0], p); }, {uniform_leaf({2, 3}, 61, 0.3, 2.0)});
   }
   // integer powers of negative bases are fine
-  expect_gradcheck([](const std::vector<Tensor>& in) { return pow(in[0], 3.0); }, {leaf({5}, 62, -2, -0.3)});
+  expect_gradcheck([](const std::vector<Tensor>& in) { return pow(in[0], 3.0); }, {uniform_leaf({5}, 62, -2, -0.3)});
 }
 
 TEST(Pow, ZeroBaseConventionsMatchPyTorch) {
@@ -383,7 +361,7 @@ TEST(Where, BroadcastValuesAndGradients) {
   EXPECT_EQ(b.grad().item(), 6.0);
   // cond can be the broadcast one too
   const Tensor c2 = Tensor::from_vector(std::vector<bool>{false, true}, {2, 1});
-  Tensor full_a = leaf({2, 3}, 71), full_b = leaf({3}, 72);
+  Tensor full_a = uniform_leaf({2, 3}, 71), full_b = uniform_leaf({3}, 72);
   expect_gradcheck([&](const std::vector<Tensor>& in) { return where(c2, in[0], in[1]); }, {full_a, full_b});
   expect_gradcheck([&](const std::vector<Tensor>& in) { return where(cond, in[0], in[1]); }, {a, b});
   // strided operands
@@ -412,7 +390,7 @@ TEST(MaskedFill, BroadcastMaskValuesAndGradient) {
   EXPECT_EQ(vals(masked_fill(x, col_mask, 9)), (std::vector<double>{9, 9, 9, 4, 5, 6}));
   sum(masked_fill(x, col_mask, 9) * 2.0).backward();
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{0, 0, 0, 2, 2, 2}));
-  expect_gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0], row_mask, 7.0); }, {leaf({2, 3}, 81)});
+  expect_gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0], row_mask, 7.0); }, {uniform_leaf({2, 3}, 81)});
   expect_gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0], col_mask, 7.0); },
                    {transposed_leaf({2, 3}, 82)});
   // an expanded (stride-0) mask
@@ -455,7 +433,7 @@ TEST(SumTo, ValuesAndErrors) {
   EXPECT_EQ(vals(sum_to(x, {3, 1})), (std::vector<double>{60, 92, 124}));
   EXPECT_EQ(sum_to(x, {1, 3, 1}).shape(), (Shape{1, 3, 1}));
   EXPECT_EQ(sum_to(x, {}).item(), 276.0);
-  expect_gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {3, 1}); }, {leaf({2, 3, 4}, 91)});
+  expect_gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {3, 1}); }, {uniform_leaf({2, 3, 4}, 91)});
   expect_error<ShapeError>([&] { sum_to(x, {2, 2, 3, 4}); }, {"sum_to", "[2, 3, 4]", "[2, 2, 3, 4]"});
   expect_error<ShapeError>([&] { sum_to(x, {2, 4}); }, {"sum_to", "[2, 3, 4]", "[2, 4]"});
 }

@@ -9,12 +9,9 @@
 #include "test_util.h"
 
 using namespace attograd;
-using attograd::testing::expect_error;
-using attograd::testing::vals;
+using namespace attograd::testing;
 
 namespace {
-
-Tensor f64(std::initializer_list<double> v, const Shape& s) { return Tensor::from_list(v, s, DType::f64); }
 
 // Installs a fresh caching allocator for one test, so bytes_in_use counts only
 // that test's tensors.

@@ -1,16 +1,17 @@
-// Head statistics (nn/head_stats.h): entropy, distance and peak on
-// hand-made weights, the masks that decide which rows and keys count, and
-// head ablation through the model's head masks.
+// Head statistics (examples/heads_study/head_stats.h): entropy, distance and
+// peak on hand-made weights, the masks that decide which rows and keys count,
+// and head ablation through attention observers.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "autograd/node.h"
 #include "data/loader.h"
-#include "nn/head_stats.h"
+#include "examples/heads_study/head_stats.h"
 #include "test_util.h"
 
 using namespace attograd;
+using namespace attograd::heads;
 using attograd::testing::expect_error;
 
 namespace {
@@ -97,12 +98,16 @@ TEST(HeadStatistics, FromAModelEveryModuleAndNoFutureWeight) {
     EXPECT_LE(s.entropy, s.uniform_entropy + 1e-6) << s.module << " head " << s.head;
   }
   // The causal mask enters before the softmax as -inf: every future weight is exactly 0.
-  model.keep_attention_weights(true);
+  Tensor w;  // decoder self [B, H, T, T]
   {
     NoGradGuard no_grad;
+    AttentionObserverGuard observe(model, [&](const std::string& name) -> AttentionObserver {
+      if (name != "decoder.layers.0.self_attn") return nullptr;
+      return [&](AttentionCall& call) { w = call.weights; };
+    });
     model.forward(b.src, b.tgt_in, b.src_key_padding_mask, b.tgt_key_padding_mask);
   }
-  const Tensor w = model.attention_modules()[1].second->last_weights;  // decoder self [B, H, T, T]
+  ASSERT_TRUE(w.defined());
   const auto v = w.to_vector<double>();
   const int64_t B = w.size(0), H = w.size(1), T = w.size(2);
   for (int64_t i = 0; i < B * H; ++i)
@@ -110,20 +115,24 @@ TEST(HeadStatistics, FromAModelEveryModuleAndNoFutureWeight) {
       for (int64_t s = t + 1; s < T; ++s) ASSERT_EQ(v[static_cast<size_t>((i * T + t) * T + s)], 0.0);
 }
 
-TEST(HeadAblation, RemovesOneHeadAtATimeAndRestoresTheMasks) {
+TEST(HeadAblation, RemovesOneHeadAtATimeAndRestoresTheObservers) {
   Generator gen(5);
   Seq2SeqTransformer model(tiny_config(), gen, nullptr);
   const Batch b = tiny_batch();
   const std::vector<AblationBatch> batches = {{b.src, b.tgt_in, b.tgt_out, b.src_key_padding_mask}};
+  const auto modules = attention_modules(model);
   // A head whose output projection columns are zero contributes nothing, so
   // removing it is exactly free; the other heads are not.
   {
     NoGradGuard no_grad;
-    Tensor w = model.attention_modules()[2].second->out_proj->weight;  // cross attention [E, E]
+    Tensor w = modules[2].second->out_proj->weight;  // cross attention [E, E]
     const int64_t E = w.size(0), D = E / 2;
     for (int64_t r = 0; r < E; ++r)
       for (int64_t c = D; c < E; ++c) w.data<float>()[r * E + c] = 0.f;  // head 1 reads columns D..E
   }
+  // An observer the caller had set before: ablation must leave it in place.
+  int64_t calls = 0;
+  modules[0].second->observer = [&calls](AttentionCall&) { ++calls; };
   double baseline = 0;
   const auto r = ablate_heads(model, batches, kPadId, &baseline);
   ASSERT_EQ(r.size(), 6u);
@@ -133,6 +142,8 @@ TEST(HeadAblation, RemovesOneHeadAtATimeAndRestoresTheMasks) {
     if (a.module == "decoder.layers.0.cross_attn" && a.head == 1) EXPECT_EQ(a.delta, 0.0);
     else EXPECT_NE(a.delta, 0.0) << a.module << " head " << a.head;
   }
-  EXPECT_TRUE(model.head_mask_enc.empty());
-  EXPECT_TRUE(model.head_mask_dec_cross.empty());
+  const int64_t seen = calls;
+  masked_heads_loss(model, batches, kPadId);
+  EXPECT_EQ(calls, seen + 1);
+  for (size_t i = 1; i < modules.size(); ++i) EXPECT_FALSE(modules[i].second->observer) << modules[i].first;
 }

@@ -6,15 +6,9 @@
 #include "test_util.h"
 
 using namespace attograd;
-using attograd::testing::expect_error;
+using namespace attograd::testing;
 
 namespace {
-
-Tensor ids(std::vector<int64_t> v, const Shape& shape) { return Tensor::from_vector(v, shape); }
-
-Tensor iota(const Shape& shape, DType dt = DType::f64) {
-  return Tensor::arange(0, static_cast<double>(shape_numel(shape)), 1, dt).reshape(shape);
-}
 
 }  // namespace
 

@@ -8,19 +8,9 @@
 #include "test_util.h"
 
 using namespace attograd;
-using attograd::testing::expect_error;
+using namespace attograd::testing;
 
 namespace {
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
-}
-
-Tensor randn(const Shape& s, uint64_t seed, DType dt = DType::f64) {
-  Generator gen(seed);
-  return Tensor::randn(s, gen, dt);
-}
 
 }  // namespace
 

@@ -9,21 +9,9 @@
 #include "test_util.h"
 
 using namespace attograd;
-using attograd::testing::expect_error;
+using namespace attograd::testing;
 
 namespace {
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
-}
-
-Tensor randn(const Shape& s, uint64_t seed, DType dt = DType::f64) {
-  Generator gen(seed);
-  return Tensor::randn(s, gen, dt);
-}
-
-Tensor ids(std::vector<int64_t> v, const Shape& s) { return Tensor::from_vector(v, s); }
 
 // The 3×3 example the PyTorch numbers below were computed on.
 Tensor example_logits() { return Tensor::from_list({1, 2, 3, 0.5, -1, 2, 0, 0, 1}, {3, 3}, DType::f64); }

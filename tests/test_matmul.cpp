@@ -13,8 +13,6 @@ using attograd::testing::expect_error;
 
 namespace {
 
-// Runs f, expects an E whose message contains every part.
-
 void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)

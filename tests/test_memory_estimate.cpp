@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/generator.h"
-#include "memory_estimate.h"
+#include "examples/common/memory_estimate.h"
 #include "nn/transformer.h"
 #include "test_util.h"
 

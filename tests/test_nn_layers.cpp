@@ -8,8 +8,7 @@
 #include "test_util.h"
 
 using namespace attograd;
-using attograd::testing::error_message;
-using attograd::testing::expect_close;
+using namespace attograd::testing;
 
 namespace {
 
@@ -25,8 +24,6 @@ void gradcheck_module(Module& m, const std::vector<Tensor>& inputs, F&& fn) {
   }, all);
   EXPECT_TRUE(r.ok) << r.summary();
 }
-
-Tensor randn64(const Shape& s, Generator& g) { return Tensor::randn(s, g, DType::f64).requires_grad_(); }
 
 TransformerConfig tiny_config() {
   TransformerConfig c;
@@ -46,10 +43,10 @@ TEST(Linear, ValuesAndGradcheck) {
   Tensor y = lin.forward(Tensor::from_list({1, 0, -1}, {1, 3}, DType::f64));
   EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{1 - 3 + 0.5, 4 - 6 - 0.5}));
   Generator g(1);
-  gradcheck_module(lin, {randn64({2, 4, 3}, g)}, [&](const std::vector<Tensor>& in) { return lin.forward(in[0]); });
+  gradcheck_module(lin, {randn_leaf({2, 4, 3}, g)}, [&](const std::vector<Tensor>& in) { return lin.forward(in[0]); });
   Linear nobias(3, 2, gen, false);
   EXPECT_FALSE(nobias.bias.defined());
-  gradcheck_module(nobias, {randn64({5, 3}, g)}, [&](const std::vector<Tensor>& in) { return nobias.forward(in[0]); });
+  gradcheck_module(nobias, {randn_leaf({5, 3}, g)}, [&](const std::vector<Tensor>& in) { return nobias.forward(in[0]); });
 }
 
 TEST(Embedding, PaddingRowGetsNoGradient) {
@@ -93,13 +90,13 @@ TEST(LayerNormModule, Gradcheck) {
   ln.to(DType::f64);
   ln.weight.copy_(Tensor::randn({4}, g, DType::f64));
   ln.bias.copy_(Tensor::randn({4}, g, DType::f64));
-  gradcheck_module(ln, {randn64({2, 3, 4}, g)}, [&](const std::vector<Tensor>& in) { return ln.forward(in[0]); });
+  gradcheck_module(ln, {randn_leaf({2, 3, 4}, g)}, [&](const std::vector<Tensor>& in) { return ln.forward(in[0]); });
 }
 
 TEST(MultiHeadAttention, GradcheckEveryMaskKind) {
   Generator gen(0), g(3);
-  MultiHeadAttention mha(8, 2, gen);
-  Tensor x = randn64({2, 3, 8}, g);
+  MultiHeadAttention mha({.embed_dim = 8, .num_heads = 2}, gen);
+  Tensor x = randn_leaf({2, 3, 8}, g);
   gradcheck_module(mha, {x}, [&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[0], in[0]).out; });
   MHAOptions causal;
   causal.is_causal = true;
@@ -111,8 +108,8 @@ TEST(MultiHeadAttention, GradcheckEveryMaskKind) {
 
 TEST(MultiHeadAttention, CrossAttentionWithOtherWidths) {
   Generator gen(0), g(4);
-  MultiHeadAttention mha(8, 4, gen, 0.0, true, 5, 6);
-  Tensor q = randn64({2, 3, 8}, g), k = randn64({2, 5, 5}, g), v = randn64({2, 5, 6}, g);
+  MultiHeadAttention mha({.embed_dim = 8, .num_heads = 4, .kdim = 5, .vdim = 6}, gen);
+  Tensor q = randn_leaf({2, 3, 8}, g), k = randn_leaf({2, 5, 5}, g), v = randn_leaf({2, 5, 6}, g);
   gradcheck_module(mha, {q, k, v}, [&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[1], in[2]).out; });
   MHAOptions o;
   o.need_weights = true;
@@ -126,7 +123,7 @@ TEST(MultiHeadAttention, CrossAttentionWithOtherWidths) {
 
 TEST(MultiHeadAttention, FullyMaskedRowGivesZerosNotNaN) {
   Generator gen(0), g(5);
-  MultiHeadAttention mha(4, 2, gen);
+  MultiHeadAttention mha({.embed_dim = 4, .num_heads = 2}, gen);
   Tensor x = Tensor::randn({1, 3, 4}, g).requires_grad_();
   MHAOptions o;
   o.key_padding_mask = Tensor::from_vector(std::vector<bool>{true, true, true}, {1, 3});
@@ -138,7 +135,7 @@ TEST(MultiHeadAttention, FullyMaskedRowGivesZerosNotNaN) {
 
 TEST(MultiHeadAttention, CausalNeverSeesTheFuture) {
   Generator gen(0), g(6);
-  MultiHeadAttention mha(8, 2, gen);
+  MultiHeadAttention mha({.embed_dim = 8, .num_heads = 2}, gen);
   MHAOptions o;
   o.is_causal = true;
   o.need_weights = true;
@@ -160,7 +157,7 @@ TEST(MultiHeadAttention, CausalBackwardSendsNoGradientToTheFuture) {
   // d out[t] / d x[s] is exactly 0 for every s > t: the masked scores were -inf,
   // their probabilities exactly 0, so dS = P ⊙ (dP - rowsum) is 0 there too.
   Generator gen(0), g(8);
-  MultiHeadAttention mha(8, 2, gen);
+  MultiHeadAttention mha({.embed_dim = 8, .num_heads = 2}, gen);
   MHAOptions o;
   o.is_causal = true;
   for (int64_t t = 0; t < 5; ++t) {
@@ -180,7 +177,7 @@ TEST(MultiHeadAttention, CausalBackwardSendsNoGradientToTheFuture) {
 
 TEST(MultiHeadAttention, KVCacheMatchesFullCausalForward) {
   Generator gen(0), g(7);
-  MultiHeadAttention mha(16, 4, gen);
+  MultiHeadAttention mha({.embed_dim = 16, .num_heads = 4}, gen);
   mha.eval();
   NoGradGuard no_grad;
   Tensor x = Tensor::randn({2, 6, 16}, g);
@@ -216,13 +213,13 @@ TEST(Transformer, EncoderDecoderLayersGradcheck) {
     TransformerConfig c = tiny_config();
     c.pre_ln = pre;
     TransformerEncoderLayer enc(c, gen, nullptr);
-    Tensor x = randn64({2, 3, 8}, g);
+    Tensor x = randn_leaf({2, 3, 8}, g);
     gradcheck_module(enc, {x}, [&](const std::vector<Tensor>& in) { return enc.forward(in[0], Tensor()); });
     TransformerDecoderLayer dec(c, gen, nullptr);
-    Tensor y = randn64({2, 2, 8}, g), mem = randn64({2, 3, 8}, g);
+    Tensor y = randn_leaf({2, 2, 8}, g), mem = randn_leaf({2, 3, 8}, g);
     Tensor kpm = Tensor::from_vector(std::vector<bool>{false, false, true, false, false, false}, {2, 3});
     gradcheck_module(dec, {y, mem}, [&](const std::vector<Tensor>& in) {
-      return dec.forward(in[0], in[1], Tensor(), kpm);
+      return dec.forward(in[0], {.memory = in[1], .memory_key_padding_mask = kpm});
     });
   }
 }

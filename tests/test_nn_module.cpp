@@ -165,7 +165,7 @@ TEST(Init, PyTorchDefaultsHaveTheRightRange) {
   LayerNorm ln(Shape{7});
   EXPECT_EQ(ln.weight.to_vector<float>(), std::vector<float>(7, 1.0f));
   EXPECT_EQ(ln.bias.to_vector<float>(), std::vector<float>(7, 0.0f));
-  MultiHeadAttention mha(16, 4, gen);
+  MultiHeadAttention mha({.embed_dim = 16, .num_heads = 4}, gen);
   for (float v : mha.q_proj->bias.to_vector<float>()) EXPECT_EQ(v, 0.0f);
   for (float v : mha.out_proj->bias.to_vector<float>()) EXPECT_EQ(v, 0.0f);
   const double xb = std::sqrt(6.0 / (16 + 48));

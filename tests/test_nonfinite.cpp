@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "autograd/ops.h"
-#include "checkpoint.h"
+#include "examples/common/checkpoint.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

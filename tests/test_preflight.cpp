@@ -7,7 +7,7 @@
 #include <chrono>
 #include <filesystem>
 
-#include "preflight.h"
+#include "examples/common/preflight.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

@@ -10,27 +10,9 @@
 #include "test_util.h"
 
 using namespace attograd;
-using attograd::testing::expect_error;
-using attograd::testing::vals;
+using namespace attograd::testing;
 
 namespace {
-
-Tensor f64(std::initializer_list<double> v, const Shape& s) { return Tensor::from_list(v, s, DType::f64); }
-
-Tensor leaf(const Shape& s, uint64_t seed) {
-  Generator g(seed);
-  return Tensor::randn(s, g, DType::f64).requires_grad_();
-}
-
-void expect_gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs) {
-  const GradcheckReport r = gradcheck(fn, inputs);
-  EXPECT_TRUE(r.ok) << r.summary();
-}
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
-}
 
 enum class Red { sum, mean, var0, var1, max };
 
@@ -93,7 +75,7 @@ const char* name_of(Red op) {
 }  // namespace
 
 TEST(Reduce, MatchesReferenceOverDimLists) {
-  const Tensor x = leaf({2, 3, 4}, 1);
+  const Tensor x = randn_leaf({2, 3, 4}, 1);
   const std::vector<std::vector<int64_t>> dim_lists = {{0}, {1}, {2}, {-1}, {-3}, {0, 2}, {2, 0}, {-1, 1}, {0, 1, 2}};
   for (Red op : {Red::sum, Red::mean, Red::var0, Red::var1, Red::max}) {
     for (const auto& dims : dim_lists) {
@@ -113,7 +95,7 @@ TEST(Reduce, MatchesReferenceOverDimLists) {
 }
 
 TEST(Reduce, NonContiguousInput) {
-  const Tensor x = leaf({4, 3}, 2).detach().transpose(0, 1).detach().requires_grad_();  // [3, 4] strided
+  const Tensor x = randn_leaf({4, 3}, 2).detach().transpose(0, 1).detach().requires_grad_();  // [3, 4] strided
   for (Red op : {Red::sum, Red::mean, Red::var1, Red::max}) {
     for (int64_t d : {0, 1}) {
       SCOPED_TRACE(fmt::format("{} dim {}", name_of(op), d));
@@ -137,7 +119,7 @@ TEST(Reduce, FullReductions) {
   EXPECT_EQ(mean(s).item(), 3.0);
   EXPECT_EQ(max(s).item(), 3.0);
   EXPECT_EQ(sum(x, {0, 1}, true).shape(), (Shape{1, 1}));
-  Tensor l = leaf({3, 4}, 3);
+  Tensor l = randn_leaf({3, 4}, 3);
   for (auto fn : {+[](const Tensor& t) { return sum(t); }, +[](const Tensor& t) { return mean(t); },
                   +[](const Tensor& t) { return var(t); }, +[](const Tensor& t) { return max(t); }})
     expect_gradcheck([fn](const std::vector<Tensor>& in) { return fn(in[0]); }, {l});
@@ -191,7 +173,7 @@ TEST(Max, DimGradientGoesToTheReturnedIndex) {
   max(x, 0, true).values.backward(f64({1, 2, 3, 4}, {1, 4}));
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{0, 0, 3, 0, 1, 2, 0, 4}));  // argmax per column: 1, 1, 0, 1
   // 3-d, middle dim, strided
-  Tensor y = leaf({4, 3, 2}, 5).detach().permute({2, 1, 0}).detach().requires_grad_();  // [2, 3, 4]
+  Tensor y = randn_leaf({4, 3, 2}, 5).detach().permute({2, 1, 0}).detach().requires_grad_();  // [2, 3, 4]
   expect_gradcheck([](const std::vector<Tensor>& in) { return max(in[0], 1).values; }, {y});
   expect_gradcheck([](const std::vector<Tensor>& in) { return max(in[0], -1, true).values; }, {y});
 }

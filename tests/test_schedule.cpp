@@ -11,10 +11,6 @@
 using namespace attograd;
 using attograd::testing::expect_error;
 
-namespace {
-
-}  // namespace
-
 TEST(Schedule, Constant) {
   optim::Constant s(0.3);
   for (int64_t t : {1, 2, 1000, 1000000}) EXPECT_EQ(s.lr_at(t), 0.3);

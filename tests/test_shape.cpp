@@ -5,23 +5,9 @@
 #include "test_util.h"
 
 using namespace attograd;
-using attograd::testing::expect_error;
-using attograd::testing::vals;
+using namespace attograd::testing;
 
 namespace {
-
-// 0, 1, 2, ... in the given shape (f64).
-Tensor iota(const Shape& s) { return Tensor::arange(0, static_cast<double>(shape_numel(s)), 1, DType::f64).reshape(s); }
-
-Tensor leaf(const Shape& s, uint64_t seed) {
-  Generator g(seed);
-  return Tensor::randn(s, g, DType::f64).requires_grad_();
-}
-
-void expect_gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs) {
-  const GradcheckReport r = gradcheck(fn, inputs);
-  EXPECT_TRUE(r.ok) << r.summary();
-}
 
 }  // namespace
 
@@ -62,11 +48,11 @@ TEST(Reshape, ViewRefusesNonContiguous) {
 }
 
 TEST(Reshape, Gradcheck) {
-  Tensor x = leaf({2, 3, 2}, 1);
+  Tensor x = randn_leaf({2, 3, 2}, 1);
   expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].reshape({3, -1}) * Tensor::arange(0, 4, 1, DType::f64); },
                    {x});
   expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].view({6, 2}); }, {x});
-  Tensor xt = leaf({3, 4}, 2).detach().transpose(0, 1).detach().requires_grad_();
+  Tensor xt = randn_leaf({3, 4}, 2).detach().transpose(0, 1).detach().requires_grad_();
   expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].reshape({2, 6}); }, {xt});
   Tensor a = iota({2, 3}).requires_grad_();
   sum(a.reshape({3, 2}) * iota({3, 2})).backward();
@@ -95,7 +81,7 @@ TEST(Transpose, ValuesAliasGradient) {
   EXPECT_EQ(vals(t.transpose(2, 0)), vals(x));
   EXPECT_EQ(x.transpose(1, 1).impl(), x.impl());
   EXPECT_EQ(Tensor::scalar(1).transpose(0, -1).dim(), 0);
-  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].transpose(0, 1) * iota({3, 2}); }, {leaf({2, 3}, 3)});
+  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].transpose(0, 1) * iota({3, 2}); }, {randn_leaf({2, 3}, 3)});
   expect_error<IndexError>([&] { x.transpose(0, 3); }, {"transpose", "dim 3", "3-d"});
 }
 
@@ -111,7 +97,7 @@ TEST(Permute, ValuesAliasGradient) {
   EXPECT_EQ(vals(x.permute({-1, 0, 1})), pv);
   EXPECT_EQ(vals(p.permute({1, 2, 0})), vals(x));  // the inverse permutation
   expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].permute({1, 2, 0}) * iota({3, 4, 2}); },
-                   {leaf({2, 3, 4}, 4)});
+                   {randn_leaf({2, 3, 4}, 4)});
   expect_error<ShapeError>([&] { x.permute({0, 1}); }, {"permute", "2 dims", "3-d"});
   expect_error<IndexError>([&] { x.permute({0, 1, 1}); }, {"permute", "twice"});
   expect_error<IndexError>([&] { x.permute({0, 1, 3}); }, {"permute", "3"});
@@ -138,9 +124,9 @@ TEST(Squeeze, UnsqueezeAndSqueeze) {
   EXPECT_EQ(y.squeeze(1).shape(), (Shape{1, 3, 1, 2}));  // size 3: no-op
   EXPECT_TRUE(y.squeeze().shares_storage(y));
   EXPECT_EQ(iota({1, 1}).squeeze().dim(), 0);
-  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].unsqueeze(1) * iota({2, 3, 4}); }, {leaf({2, 4}, 5)});
-  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].squeeze() * iota({3, 2}); }, {leaf({1, 3, 1, 2}, 6)});
-  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].squeeze(2); }, {leaf({1, 3, 1, 2}, 7)});
+  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].unsqueeze(1) * iota({2, 3, 4}); }, {randn_leaf({2, 4}, 5)});
+  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].squeeze() * iota({3, 2}); }, {randn_leaf({1, 3, 1, 2}, 6)});
+  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].squeeze(2); }, {randn_leaf({1, 3, 1, 2}, 7)});
   expect_error<IndexError>([&] { x.unsqueeze(3); }, {"unsqueeze", "3"});
   expect_error<IndexError>([&] { x.squeeze(2); }, {"squeeze", "2"});
 }
@@ -167,8 +153,8 @@ TEST(Expand, ValuesAliasGradient) {
     for (int i = 0; i < 3; ++i)
       for (int k = 0; k < 4; ++k) want[i] += b * 12 + i * 4 + k;
   EXPECT_EQ(vals(l.grad()), want);
-  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].expand({2, 3, 4}) * iota({2, 3, 4}); }, {leaf({3, 1}, 8)});
-  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].expand({3, 2}) * iota({3, 2}); }, {leaf({}, 9)});
+  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].expand({2, 3, 4}) * iota({2, 3, 4}); }, {randn_leaf({3, 1}, 8)});
+  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].expand({3, 2}) * iota({3, 2}); }, {randn_leaf({}, 9)});
 }
 
 TEST(Expand, Errors) {
@@ -206,17 +192,17 @@ TEST(Slice, GradientAndNarrow) {
   Tensor x = iota({3, 5}).requires_grad_();
   sum(x.slice(1, 0, 5, 2) * 2.0).backward();
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 0, 2, 0, 2, 2, 0, 2, 0, 2, 2, 0, 2, 0, 2}));
-  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].slice(1, 1, 5, 3) * iota({3, 2}); }, {leaf({3, 5}, 10)});
-  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].slice(0, -2, 3); }, {leaf({3, 5}, 11)});
+  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].slice(1, 1, 5, 3) * iota({3, 2}); }, {randn_leaf({3, 5}, 10)});
+  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].slice(0, -2, 3); }, {randn_leaf({3, 5}, 11)});
   // both pieces of one tensor used: gradients meet in the base
   expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].slice(1, 0, 2) * in[0].slice(1, 3, 5); },
-                   {leaf({3, 5}, 12)});
+                   {randn_leaf({3, 5}, 12)});
   const Tensor m = iota({4, 3});
   Tensor n = m.narrow(0, 1, 2);
   EXPECT_EQ(vals(n), (std::vector<double>{3, 4, 5, 6, 7, 8}));
   EXPECT_TRUE(n.shares_storage(m));
   EXPECT_EQ(vals(m.narrow(-1, 2, 1)), (std::vector<double>{2, 5, 8, 11}));
-  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].narrow(1, 1, 2); }, {leaf({4, 3}, 13)});
+  expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].narrow(1, 1, 2); }, {randn_leaf({4, 3}, 13)});
 }
 
 TEST(Slice, Errors) {
@@ -243,11 +229,11 @@ TEST(Cat, ValuesCopyGradient) {
   EXPECT_EQ(vals(cat({a}, 0)), vals(a));
   EXPECT_EQ(cat({Tensor::ones({2}, DType::i64), Tensor::zeros({1}, DType::i64)}, 0).to_vector<int64_t>(),
             (std::vector<int64_t>{1, 1, 0}));
-  Tensor x = leaf({2, 2}, 14), y = leaf({2, 3}, 15);
+  Tensor x = randn_leaf({2, 2}, 14), y = randn_leaf({2, 3}, 15);
   Tensor z = Tensor::ones({2, 1}, DType::f64);  // does not require grad
   expect_gradcheck([&](const std::vector<Tensor>& in) { return cat({in[0], z, in[1]}, 1) * iota({2, 6}); }, {x, y});
   expect_gradcheck([](const std::vector<Tensor>& in) { return cat({in[0], in[0]}, 0); }, {x});  // x twice
-  Tensor xt = leaf({3, 2}, 16).detach().transpose(0, 1).detach().requires_grad_();
+  Tensor xt = randn_leaf({3, 2}, 16).detach().transpose(0, 1).detach().requires_grad_();
   expect_gradcheck([&](const std::vector<Tensor>& in) { return cat({in[1], in[0]}, 1); }, {xt, y});
 }
 
@@ -271,7 +257,7 @@ TEST(Stack, ValuesGradientErrors) {
   EXPECT_EQ(vals(s2), (std::vector<double>{0, 0, 1, -1, 2, -2, 3, -3, 4, -4, 5, -5}));
   EXPECT_EQ(vals(stack({Tensor::scalar(1, DType::f64), Tensor::scalar(2, DType::f64)}, 0)), (std::vector<double>{1, 2}));
   expect_gradcheck([](const std::vector<Tensor>& in) { return stack({in[0], in[1], in[0]}, 1) * iota({2, 3, 3}); },
-                   {leaf({2, 3}, 17), leaf({2, 3}, 18)});
+                   {randn_leaf({2, 3}, 17), randn_leaf({2, 3}, 18)});
   expect_error<ShapeError>([&] { stack({a, iota({3, 2})}, 0); }, {"stack", "tensor 1", "[3, 2]", "[2, 3]"});
   expect_error<ValueError>([] { stack({}, 0); }, {"stack"});
   expect_error<IndexError>([&] { stack({a, b}, 3); }, {"stack", "3"});
@@ -301,7 +287,7 @@ TEST(Split, PiecesAreViews) {
   expect_gradcheck([](const std::vector<Tensor>& in) {
     std::vector<Tensor> s = split(in[0], 2, 1);
     return s[0] * s[1] + s[2].expand({3, 2});
-  }, {leaf({3, 5}, 19)});
+  }, {randn_leaf({3, 5}, 19)});
   expect_error<ValueError>([&] { split(x, 0, 0); }, {"split", "positive"});
   expect_error<IndexError>([&] { split(x, 1, 2); }, {"split", "dim 2"});
   expect_error<IndexError>([] { split(Tensor::scalar(1), 1, 0); }, {"split", "0-d"});
@@ -322,7 +308,7 @@ TEST(Chunk, PyTorchSizes) {
   expect_gradcheck([](const std::vector<Tensor>& in) {
     std::vector<Tensor> s = chunk(in[0], 2, -1);
     return s[0] - s[1] * 2.0;
-  }, {leaf({2, 6}, 20)});
+  }, {randn_leaf({2, 6}, 20)});
   expect_error<ValueError>([&] { chunk(x, 0, 0); }, {"chunk", "positive"});
   expect_error<IndexError>([] { chunk(Tensor::scalar(1), 1, 0); }, {"chunk", "0-d"});
 }
@@ -330,7 +316,7 @@ TEST(Chunk, PyTorchSizes) {
 // ---- clone / contiguous / to as graph ops ----------------------------------------------------------------
 
 TEST(Copies, AreDifferentiable) {
-  Tensor x = leaf({3, 2}, 21).detach().transpose(0, 1).detach().requires_grad_();
+  Tensor x = randn_leaf({3, 2}, 21).detach().transpose(0, 1).detach().requires_grad_();
   expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].contiguous() * iota({2, 3}); }, {x});
   expect_gradcheck([](const std::vector<Tensor>& in) { return in[0].clone() * iota({2, 3}); }, {x});
   EXPECT_EQ(x.clone().grad_fn_name(), "clone");

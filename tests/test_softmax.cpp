@@ -8,21 +8,9 @@
 #include "test_util.h"
 
 using namespace attograd;
-using attograd::testing::expect_error;
+using namespace attograd::testing;
 
 namespace {
-
-// Runs fn, expects an E whose message contains every piece.
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
-}
-
-Tensor leaf(const Shape& s, uint64_t seed) {
-  Generator gen(seed);
-  return Tensor::randn(s, gen, DType::f64).requires_grad_();
-}
 
 }  // namespace
 
@@ -127,7 +115,7 @@ TEST(Softmax, NaNInputPropagates) {
 }
 
 TEST(Softmax, GradcheckLastDim) {
-  Tensor x = leaf({3, 5}, 10);
+  Tensor x = randn_leaf({3, 5}, 10);
   auto r = gradcheck([](const std::vector<Tensor>& in) { return softmax(in[0], -1); }, {x});
   EXPECT_TRUE(r.ok) << r.summary();
   r = gradcheck([](const std::vector<Tensor>& in) { return log_softmax(in[0], 1); }, {x});
@@ -135,7 +123,7 @@ TEST(Softmax, GradcheckLastDim) {
 }
 
 TEST(Softmax, GradcheckMiddleAndFirstDim) {
-  Tensor x = leaf({2, 3, 4}, 11);
+  Tensor x = randn_leaf({2, 3, 4}, 11);
   for (int64_t d : {0, 1}) {
     auto r = gradcheck([d](const std::vector<Tensor>& in) { return softmax(in[0], d); }, {x});
     EXPECT_TRUE(r.ok) << "dim " << d << "\n" << r.summary();
@@ -145,7 +133,7 @@ TEST(Softmax, GradcheckMiddleAndFirstDim) {
 }
 
 TEST(Softmax, GradcheckNonContiguousInputAndGrad) {
-  Tensor x = leaf({4, 3}, 12).detach().transpose(0, 1).requires_grad_();  // non-contiguous leaf [3, 4]
+  Tensor x = randn_leaf({4, 3}, 12).detach().transpose(0, 1).requires_grad_();  // non-contiguous leaf [3, 4]
   ASSERT_FALSE(x.is_contiguous());
   // The transpose after the op hands softmax a non-contiguous grad.
   auto r = gradcheck([](const std::vector<Tensor>& in) { return softmax(in[0], 0).transpose(0, 1) * 1.5; }, {x});

@@ -15,8 +15,6 @@ using attograd::testing::vals;
 
 namespace {
 
-// Runs f, expects an exception of type E whose message contains every part.
-
 // Restores the global allocator when a test that swaps it ends (even on failure).
 struct AllocatorRestorer {
   std::shared_ptr<Allocator> saved = current_allocator();

@@ -81,7 +81,7 @@ TEST_P(MHAFixture, MatchesPyTorch) {
   const int64_t E = md("embed_dim").get<int64_t>(), H = md("num_heads").get<int64_t>();
   const bool self_attn = md("self_attention").get<bool>();
   Generator gen(0);
-  MultiHeadAttention mha(E, H, gen, 0.0, true, std::nullopt, std::nullopt, nullptr, DType::f64);
+  MultiHeadAttention mha({.embed_dim = E, .num_heads = H, .dtype = DType::f64}, gen);
   load_weights(mha, f.tensors);
   Tensor q = f.tensors.at("query").requires_grad_();
   Tensor k = self_attn ? q : f.tensors.at("key").requires_grad_();

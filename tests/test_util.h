@@ -11,10 +11,12 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "autograd/generator.h"
 #include "autograd/gradcheck.h"
 #include "autograd/tensor.h"
 
@@ -70,6 +72,65 @@ void expect_error(F&& fn, std::initializer_list<std::string> parts) {
 
 // A tensor's elements in row-major order, as doubles.
 inline std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+
+// ---- inputs ------------------------------------------------------------------------------
+// Random tensors take a seed (or a Generator to draw from), so every test sees
+// the same numbers on every run.
+
+// A float64 tensor from literal values.
+inline Tensor f64(std::initializer_list<double> v, const Shape& s) { return Tensor::from_list(v, s, DType::f64); }
+
+// An i64 tensor of ids (token ids, class targets, indices).
+inline Tensor ids(std::vector<int64_t> v, const Shape& s) { return Tensor::from_vector(v, s); }
+
+// 0, 1, 2, ... laid out in shape `s`.
+inline Tensor iota(const Shape& s, DType dt = DType::f64) {
+  return Tensor::arange(0, static_cast<double>(shape_numel(s)), 1, dt).reshape(s);
+}
+
+// N(0, 1) values; not a leaf that requires grad (see randn_leaf).
+inline Tensor randn(const Shape& s, uint64_t seed, DType dt = DType::f64) {
+  Generator gen(seed);
+  return Tensor::randn(s, gen, dt);
+}
+
+// A leaf requiring grad with N(0, 1) values, drawn from `gen` or from a fresh
+// Generator(seed).
+inline Tensor randn_leaf(const Shape& s, Generator& gen, DType dt = DType::f64) {
+  return Tensor::randn(s, gen, dt).requires_grad_();
+}
+inline Tensor randn_leaf(const Shape& s, uint64_t seed, DType dt = DType::f64) {
+  return randn(s, seed, dt).requires_grad_();
+}
+
+// A leaf requiring grad with values uniform in [lo, hi): a range such as
+// [0.3, 2) keeps an op away from its kinks or poles.
+inline Tensor uniform_leaf(const Shape& s, uint64_t seed, double lo = -2, double hi = 2, DType dt = DType::f64) {
+  Generator gen(seed);
+  return Tensor::uniform(s, lo, hi, gen, dt).requires_grad_();
+}
+
+// ---- checks ------------------------------------------------------------------------------
+
+inline bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+
+// |got[i] - want[i]| <= tol for every element (and the sizes agree); a failure
+// names the element.
+inline void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+}
+
+// gradcheck passes with its default tolerances, and it did check every input
+// that requires grad (a skipped input would pass without being looked at).
+inline void expect_gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs) {
+  const GradcheckReport r = gradcheck(fn, inputs);
+  EXPECT_TRUE(r.ok) << r.summary();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].requires_grad()) {
+      EXPECT_TRUE(r.inputs.at(i).checked) << "input " << i;
+    }
+}
 
 inline void expect_close(const Tensor& a, const Tensor& b, double rtol = 1e-6, double atol = 1e-8) {
   ASSERT_EQ(a.shape(), b.shape());

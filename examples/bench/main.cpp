@@ -39,10 +39,10 @@
 #include "autograd/node.h"
 #include "autograd/ops/loss.h"
 #include "autograd/ops/shape.h"
-#include "cli.h"
+#include "examples/common/cli.h"
+#include "examples/common/trainer.h"
 #include "nn/transformer.h"
 #include "optim/adam.h"
-#include "trainer.h"
 
 using namespace attograd;
 

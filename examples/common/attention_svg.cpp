@@ -1,8 +1,9 @@
-#include "attention_svg.h"
+#include "examples/common/attention_svg.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -51,23 +52,26 @@ AttentionPictures draw_attention(Seq2SeqTransformer& model, const std::vector<st
   const std::vector<std::string> tgt_tokens = tgt_vocab.decode(tgt_in);
   const bool was_training = model.is_training();
   model.eval();
-  model.keep_attention_weights(true);
+  std::map<std::string, Tensor> kept;  // module name -> weights [1, H, rows, cols]
   {
     NoGradGuard no_grad;
+    AttentionObserverGuard observe(model, [&kept](const std::string& name) -> AttentionObserver {
+      return [&kept, name](AttentionCall& call) { kept[name] = call.weights; };
+    });
     model.forward(src, Tensor::from_vector(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}));
   }
-  model.keep_attention_weights(false);
   model.train(was_training);
 
   AttentionPictures pics;
   for (const std::string kind : {"enc-self", "dec-self", "cross"}) {
     int64_t layer = 0;
-    for (const auto& [name, m] : model.attention_modules()) {
+    for (const auto& attention : attention_modules(model)) {
+      const std::string& name = attention.first;
       const bool enc = name.starts_with("encoder."), cross = name.ends_with("cross_attn");
       if ((kind == "enc-self") != enc || (kind == "cross") != cross) continue;
-      const Tensor& w = m->last_weights;  // [1, H, rows, cols]
+      const Tensor& w = kept[name];
       if (!w.defined() || w.dim() != 4)
-        fail<ValueError>("draw_attention", "{} kept no [1, H, T, S] weights; hint: keep_attention_weights(true)", name);
+        fail<ValueError>("draw_attention", "{} gave no [1, H, T, S] weights in the forward", name);
       const int64_t H = w.size(1), R = w.size(2), C = w.size(3);
       const std::vector<float> values = w.contiguous().to_vector<float>();
       for (int64_t h = 0; h < H; ++h) {

@@ -4,7 +4,7 @@
 //
 // Shape legend: H heads, S source length (with <eos>), T decoder length
 // (<bos> + output). Weights come from one teacher-forced forward of the
-// source and the decoded output, with MultiHeadAttention::keep_weights on:
+// source and the decoded output, seen by an observer on every attention module:
 //   encoder self [1, H, S, S], decoder self [1, H, T, T], cross [1, H, T, S].
 // Rows are queries, columns keys; a decoder row is labelled with its input
 // token (<bos>, y1, ...): that position predicts the next token.

@@ -1,4 +1,4 @@
-#include "checkpoint.h"
+#include "examples/common/checkpoint.h"
 
 #include <algorithm>
 #include <cstring>

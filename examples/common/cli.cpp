@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "examples/common/cli.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "memory_estimate.h"
+#include "examples/common/memory_estimate.h"
 
 #include <algorithm>
 #include <fstream>

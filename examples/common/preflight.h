@@ -8,8 +8,8 @@
 
 #include <cxxopts.hpp>
 
-#include "memory_estimate.h"
-#include "trainer.h"
+#include "examples/common/memory_estimate.h"
+#include "examples/common/trainer.h"
 
 namespace attograd {
 

@@ -1,4 +1,4 @@
-#include "trainer.h"
+#include "examples/common/trainer.h"
 
 #include <chrono>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include "autograd/threads.h"
 #include "autograd/ops/loss.h"
 #include "autograd/ops/reduction.h"
-#include "cli.h"
+#include "examples/common/cli.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"

@@ -14,9 +14,9 @@
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint.h"
 #include "data/loader.h"
 #include "data/vocab.h"
+#include "examples/common/checkpoint.h"
 #include "nn/generate.h"
 #include "nn/transformer.h"
 

@@ -1,4 +1,4 @@
-#include "translation.h"
+#include "examples/common/translation.h"
 
 #include <filesystem>
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/parallel.h"
-#include "trainer.h"
+#include "examples/common/trainer.h"
 
 namespace attograd {
 

@@ -13,11 +13,11 @@
 #include "autograd/blas.h"
 #include "autograd/io/safetensors.h"
 #include "autograd/node.h"
-#include "cli.h"
 #include "data/copy_task.h"
 #include "data/tokenizer.h"
-#include "preflight.h"
-#include "trainer.h"
+#include "examples/common/cli.h"
+#include "examples/common/preflight.h"
+#include "examples/common/trainer.h"
 
 using namespace attograd;
 

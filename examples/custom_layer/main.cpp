@@ -17,7 +17,7 @@
 #include "autograd/ops/indexing.h"
 #include "autograd/ops/loss.h"
 #include "autograd/ops/matmul.h"
-#include "cli.h"
+#include "examples/common/cli.h"
 #include "nn/linear.h"
 #include "optim/adam.h"
 #include "rmsnorm.h"

@@ -18,8 +18,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cli.h"
-#include "preflight.h"
+#include "examples/common/cli.h"
+#include "examples/common/preflight.h"
 #include "study.h"
 
 using namespace attograd;

@@ -9,11 +9,11 @@
 
 #include <fmt/format.h>
 
-#include "attention_svg.h"
 #include "autograd/io/safetensors.h"
 #include "autograd/node.h"
+#include "examples/common/attention_svg.h"
+#include "examples/heads_study/head_stats.h"
 #include "nn/generate.h"
-#include "nn/head_stats.h"
 
 namespace attograd::heads {
 

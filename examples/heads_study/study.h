@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "translation.h"
+#include "examples/common/translation.h"
 
 namespace attograd::heads {
 

@@ -17,13 +17,13 @@
 
 #include <fmt/format.h>
 
-#include "attention_svg.h"
-#include "cli.h"
 #include "data/bleu.h"
 #include "data/parallel.h"
-#include "preflight.h"
-#include "trainer.h"
-#include "translation.h"
+#include "examples/common/attention_svg.h"
+#include "examples/common/cli.h"
+#include "examples/common/preflight.h"
+#include "examples/common/trainer.h"
+#include "examples/common/translation.h"
 
 using namespace attograd;
 

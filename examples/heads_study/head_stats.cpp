@@ -1,14 +1,12 @@
-#include "nn/head_stats.h"
+#include "examples/heads_study/head_stats.h"
 
 #include <cmath>
-#include <string_view>
-#include <tuple>
 
 #include "autograd/node.h"
 #include "autograd/ops/loss.h"
 #include "autograd/ops/shape.h"
 
-namespace attograd {
+namespace attograd::heads {
 
 namespace {
 
@@ -29,8 +27,8 @@ std::vector<bool> padding_flags(const Tensor& mask, int64_t B, int64_t L, const 
 void HeadStatistics::add(const std::string& module, const Tensor& weights, const Tensor& query_padding,
                          const Tensor& key_padding, bool causal) {
   if (weights.dim() != 4)
-    fail<ShapeError>("HeadStatistics", "{}: weights must be [B, H, T, S], got {}; hint: set keep_weights and read "
-                     "last_weights", module, shape_str(weights.shape()));
+    fail<ShapeError>("HeadStatistics", "{}: weights must be [B, H, T, S], got {}; hint: pass an "
+                     "AttentionCall's weights", module, shape_str(weights.shape()));
   const int64_t B = weights.size(0), H = weights.size(1), T = weights.size(2), S = weights.size(3);
   const std::vector<bool> qpad = padding_flags(query_padding, B, T, "query_padding");
   const std::vector<bool> kpad = padding_flags(key_padding, B, S, "key_padding");
@@ -73,15 +71,18 @@ void HeadStatistics::add_batch(Seq2SeqTransformer& model, const Tensor& src, con
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  model.keep_attention_weights(true);
-  model.forward(src, tgt_in, src_key_padding_mask, tgt_key_padding_mask);
-  for (auto& [name, m] : model.attention_modules()) {
-    const bool encoder = name.starts_with("encoder.");
-    const bool cross = name.ends_with("cross_attn");
-    add(name, m->last_weights, encoder ? src_key_padding_mask : tgt_key_padding_mask,
-        encoder || cross ? src_key_padding_mask : tgt_key_padding_mask, !encoder && !cross);
+  {
+    AttentionObserverGuard observe(model, [&](const std::string& name) -> AttentionObserver {
+      const bool encoder = name.starts_with("encoder.");
+      const bool cross = name.ends_with("cross_attn");
+      const Tensor& query_padding = encoder ? src_key_padding_mask : tgt_key_padding_mask;
+      const Tensor& key_padding = encoder || cross ? src_key_padding_mask : tgt_key_padding_mask;
+      return [this, name, &query_padding, &key_padding, causal = !encoder && !cross](AttentionCall& call) {
+        add(name, call.weights, query_padding, key_padding, causal);
+      };
+    });
+    model.forward(src, tgt_in, src_key_padding_mask, tgt_key_padding_mask);
   }
-  model.keep_attention_weights(false);
   if (was_training) model.train();
 }
 
@@ -123,31 +124,21 @@ std::vector<HeadAblation> ablate_heads(Seq2SeqTransformer& model, const std::vec
   if (baseline) *baseline = base;
   const int64_t H = model.config.heads;
   const DType dt = model.parameters().front().dtype();
-  const size_t enc = model.encoder->layers->size(), dec = model.decoder->layers->size();
-  // The model's own masks, restored at the end.
-  const auto saved = std::make_tuple(model.head_mask_enc, model.head_mask_dec_self, model.head_mask_dec_cross);
-  auto keep_all = [&](size_t layers) { return std::vector<Tensor>(layers, Tensor::ones({H}, dt)); };
   std::vector<HeadAblation> out;
-  for (auto& [name, module] : model.attention_modules()) {
-    // "encoder.layers.3.self_attn" -> layer 3 ("decoder.layers." has the same length)
-    constexpr size_t at = std::string_view("encoder.layers.").size();
-    const size_t layer = std::stoul(name.substr(at, name.find('.', at) - at));
+  for (const auto& attention : attention_modules(model))
     for (int64_t h = 0; h < H; ++h) {
-      model.head_mask_enc = keep_all(enc);
-      model.head_mask_dec_self = keep_all(dec);
-      model.head_mask_dec_cross = keep_all(dec);
-      std::vector<Tensor>& masks = name.starts_with("encoder.")      ? model.head_mask_enc
-                                   : name.ends_with(".self_attn") ? model.head_mask_dec_self
-                                                                   : model.head_mask_dec_cross;
+      const std::string& target = attention.first;
       std::vector<double> keep(static_cast<size_t>(H), 1.0);
       keep[static_cast<size_t>(h)] = 0.0;
-      masks[layer] = Tensor::from_vector(keep, {H}, dt);
+      const Tensor scale = Tensor::from_vector(keep, {H}, dt);
+      AttentionObserverGuard remove(model, [&](const std::string& name) -> AttentionObserver {
+        if (name != target) return nullptr;
+        return [&scale](AttentionCall& call) { call.head_scale = scale; };
+      });
       const double loss = masked_heads_loss(model, batches, pad_id);
-      out.push_back({name, h, loss, loss - base});
+      out.push_back({target, h, loss, loss - base});
     }
-  }
-  std::tie(model.head_mask_enc, model.head_mask_dec_self, model.head_mask_dec_cross) = saved;
   return out;
 }
 
-}  // namespace attograd
+}  // namespace attograd::heads

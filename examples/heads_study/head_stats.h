@@ -1,6 +1,7 @@
 // What each attention head does, measured: entropy, mean attention distance,
-// and the loss a head costs when it is removed (ablation). Used by the heads
-// study (examples/heads_study) and usable on any Seq2SeqTransformer.
+// and the loss a head costs when it is removed (ablation). Part of the heads
+// study; works on any Seq2SeqTransformer through attention observers
+// (AttentionObserver in nn/attention.h).
 //
 // Shape legend: B batch, H heads, T query length, S key length, V target vocab.
 //   weights [B, H, T, S]: one softmax row per query (a fully masked row is all 0)
@@ -13,7 +14,7 @@
 
 #include "nn/transformer.h"
 
-namespace attograd {
+namespace attograd::heads {
 
 struct HeadStat {
   std::string module;  // "decoder.layers.0.cross_attn"
@@ -33,8 +34,9 @@ class HeadStatistics {
   // the uniform-entropy ceiling).
   void add(const std::string& module, const Tensor& weights, const Tensor& query_padding = Tensor(),
            const Tensor& key_padding = Tensor(), bool causal = false);
-  // Runs model.forward on one batch with every attention module keeping its
-  // weights, then adds them all (encoder self, decoder self, decoder cross).
+  // Runs model.forward on one batch (in eval mode, without gradients) with an
+  // observer on every attention module that adds its weights (encoder self,
+  // decoder self, decoder cross).
   void add_batch(Seq2SeqTransformer& model, const Tensor& src, const Tensor& tgt_in, const Tensor& src_key_padding_mask,
                  const Tensor& tgt_key_padding_mask);
   // One entry per (module, head), modules in the order they were first added.
@@ -62,10 +64,10 @@ struct AblationBatch {
 
 // The teacher-forced loss with every head kept (the baseline) ...
 double masked_heads_loss(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches, int64_t pad_id);
-// ... and with each head removed in turn (its output zeroed before out_proj,
-// through the model's head masks), one entry per head of every attention
-// module. The model's head masks are left as they were.
+// ... and with each head removed in turn (an observer scales its output by 0
+// before out_proj), one entry per head of every attention module. The
+// modules' observers are left as they were.
 std::vector<HeadAblation> ablate_heads(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches,
                                        int64_t pad_id, double* baseline = nullptr);
 
-}  // namespace attograd
+}  // namespace attograd::heads
