@@ -221,6 +221,8 @@ TEST_F(CopyTaskProgram, BadInputGetsOneLineAndExitCode2) {
                                     "16"},
        "was trained with model config"},
       {"decode of an out-of-vocab token", {"decode", "--checkpoint", ck, "a b zz"}, "unknown token 'zz' at position 2"},
+      {"decode of one argument holding a comma (one sequence, not two)", {"decode", "--checkpoint", ck, "a b,c"},
+       "unknown token 'b,c' at position 1"},
       {"decode of an over-long sequence",
        {"decode", "--checkpoint", ck, "a b c d e f a b c d e f a b c d e f"},
        "sequence of 18 tokens exceeds the model's max_len 16"},

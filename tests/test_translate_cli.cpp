@@ -2,12 +2,15 @@
 // the number corpus: a short run learns (held-out token accuracy far above
 // where it started), eval reproduces the training run's test numbers,
 // translate gives one line per input from arguments, stdin or --input,
-// handles unknown words with <unk>, draws attention pictures, and every bad
+// reads every spelling of a number (capitals, commas, digits) as its corpus
+// form, handles unknown words with <unk> (and refuses a line of nothing but
+// unknown words), draws attention pictures, and every bad
 // input gets exit code 2 and one line on stderr; resuming is exact.
 //
 // Labelled "slow" (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <regex>
 
@@ -109,6 +112,37 @@ TEST_F(TranslateProgram, ShortTrainingLearnsThenEvalAndTranslateAgree) {
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_EQ(lines_of(b.out).size(), 2u);
 
+  // Every spelling of a number, given as one argument each (commas and all),
+  // translates as its corpus form does; digits are read as words.
+  const std::vector<std::string> spellings = {
+      "three thousand four hundred and eighty-five", "three thousand, four hundred and eighty-five",
+      "Three thousand, four hundred and eighty-five", "THREE THOUSAND, FOUR HUNDRED AND EIGHTY-FIVE",
+      "three  thousand four hundred and eighty-five ", "three thousand four hundred and eighty - five.",
+      "3485", "3,485"};
+  const ProgramOutcome n = run(std::vector<std::string>{"translate", "--checkpoint", ck} + spellings);
+  ASSERT_EQ(n.code, 0) << n.err;
+  EXPECT_EQ(n.err, "");
+  const auto translations = lines_of(n.out);
+  ASSERT_EQ(translations.size(), spellings.size()) << n.out;
+  for (size_t i = 1; i < spellings.size(); ++i) EXPECT_EQ(translations[i], translations[0]) << spellings[i];
+  // eval normalises its sources the same way: a split written in capitals
+  // with commas scores as the split itself.
+  std::string shouted;
+  for (const auto& line : lines_of(read_text(data_ + "/test.tsv"))) {
+    std::string l = line;
+    const size_t a = l.find('\t'), b = l.find('\t', a + 1);
+    if (l[0] != '#') {
+      for (size_t k = a; k < b; ++k) l[k] = static_cast<char>(std::toupper(static_cast<unsigned char>(l[k])));
+      l.insert(b, ".");
+      l.replace(l.find(" THOUSAND ") == std::string::npos ? b : l.find(" THOUSAND ") + 9, 0, ",");
+    }
+    shouted += l + "\n";
+  }
+  write_text(dir_ + "/shouted.tsv", shouted);
+  const ProgramOutcome sh = run({"eval", "--checkpoint", ck, "--split", dir_ + "/shouted.tsv"});
+  ASSERT_EQ(sh.code, 0) << sh.err;
+  EXPECT_EQ(metrics_after(sh.out, dir_ + "/shouted.tsv (100 sentences, en -> fr, greedy)"), test_metrics) << sh.out;
+
   // Unknown words become <unk>, with a warning, and still get a translation.
   const ProgramOutcome u = run({"translate", "--checkpoint", ck, "seventy-one zillion"});
   ASSERT_EQ(u.code, 0) << u.err;
@@ -170,6 +204,12 @@ TEST_F(TranslateProgram, BadInputGetsOneLineAndExitCode2) {
       {"empty stdin", {"translate", "--checkpoint", ck}, "", "no input; hint"},
       {"empty line", {"translate", "--checkpoint", ck}, "one\n\ntwo\n", "input line 2 is empty"},
       {"blank argument", {"translate", "--checkpoint", ck, "  "}, "", "input line 1 is empty"},
+      {"only punctuation", {"translate", "--checkpoint", ck, " , . "}, "", "input line 1 is empty"},
+      {"only unknown words", {"translate", "--checkpoint", ck, "zillion"}, "",
+       "input line 1 ('zillion') has no word the model knows; it reads whole numbers from 0 to 999,999 in English words "
+       "or digits"},
+      {"digits beyond the corpus", {"translate", "--checkpoint", ck}, "one\n3,485,000\n",
+       "input line 2 ('3,485,000') has no word the model knows"},
       {"empty --input", {"translate", "--checkpoint", ck, "--input", dir_ + "/empty.txt"}, "", "is empty"},
       {"missing --input", {"translate", "--checkpoint", ck, "--input", dir_ + "/nope.txt"}, "", "cannot read --input"},
       {"arguments and --input", {"translate", "--checkpoint", ck, "--input", dir_ + "/empty.txt", "one"}, "", "not both"},

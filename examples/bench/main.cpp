@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
          cxxopts::value<int64_t>()->default_value("254"))
         ("seed", "weights and data", cxxopts::value<uint64_t>()->default_value("1"))
         ("h,help", "show this help");
-    auto r = o.parse(argc, argv);
+    auto r = cli::parse_flags(o, argc, argv);
     if (r.count("help")) {
       fmt::print("{}\n", o.help());
       return 0;

@@ -14,6 +14,74 @@
 
 namespace attograd::cli {
 
+namespace {
+
+const cxxopts::HelpOptionDetails* find_flag(const cxxopts::Options& options, const std::string& name) {
+  for (const std::string& g : options.groups())
+    for (const cxxopts::HelpOptionDetails& d : options.group_help(g).options)
+      if (d.s == name || std::find(d.l.begin(), d.l.end(), name) != d.l.end()) return &d;
+  return nullptr;
+}
+
+bool value_parses(cxxopts::Options& options, const std::string& flag, const std::string& value) {
+  const std::string arg = flag.size() == 1 ? "-" + flag + value : "--" + flag + "=" + value;
+  const char* argv[] = {"probe", arg.c_str()};
+  try {
+    options.parse(2, argv);
+  } catch (const cxxopts::exceptions::incorrect_argument_type&) {
+    return false;
+  }
+  return true;
+}
+
+// What a flag's value must look like, found by offering it sample values.
+std::string expected_type(cxxopts::Options& options, const cxxopts::HelpOptionDetails& d, const std::string& flag) {
+  if (d.is_boolean) return "true or false (or no value)";
+  const std::string list = d.is_container ? "a comma-separated list of " : "";
+  if (value_parses(options, flag, "0.5")) return list + (d.is_container ? "finite numbers" : "a finite number");
+  if (value_parses(options, flag, "-7")) return list + (d.is_container ? "integers" : "an integer");
+  if (value_parses(options, flag, "7")) return list + (d.is_container ? "non-negative integers" : "a non-negative integer");
+  return "another value";
+}
+
+// Called when cxxopts found a value that does not parse: finds the flag
+// holding it and throws the ValueError parse_flags promises. Returns when no
+// flag can be blamed (cxxopts' own message then stands).
+void explain_bad_value(cxxopts::Options& options, int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") return;
+    if (a.size() < 2 || a[0] != '-') continue;
+    const bool is_long = a[1] == '-';
+    const size_t eq = a.find('=');
+    const std::string flag = is_long ? a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2) : a.substr(1, 1);
+    const cxxopts::HelpOptionDetails* d = find_flag(options, flag);
+    if (!d) continue;
+    std::string value;
+    if (is_long && eq != std::string::npos) value = a.substr(eq + 1);
+    else if (!is_long && a.size() > 2) value = a.substr(2);
+    else if (!d->has_implicit && i + 1 < argc) value = argv[++i];
+    else continue;
+    if (value_parses(options, flag, value)) continue;
+    const std::string name = (flag.size() == 1 ? "-" : "--") + flag;
+    fail<ValueError>("flags", "{} expects {}, got '{}'{}", name, expected_type(options, *d, flag), value,
+                     d->has_default && !d->is_boolean && !d->default_value.empty()
+                         ? fmt::format(" (default {})", d->default_value)
+                         : "");
+  }
+}
+
+}  // namespace
+
+cxxopts::ParseResult parse_flags(cxxopts::Options& options, int argc, const char* const* argv) {
+  try {
+    return options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::incorrect_argument_type&) {
+    explain_bad_value(options, argc, argv);
+    throw;
+  }
+}
+
 std::optional<ModeAndFlags> parse_mode_and_flags(int argc, char** argv, const std::vector<std::string>& modes,
                                                  std::string_view expected,
                                                  const std::function<cxxopts::Options(const std::string&)>& make_options) {
@@ -24,12 +92,13 @@ std::optional<ModeAndFlags> parse_mode_and_flags(int argc, char** argv, const st
   cxxopts::Options options = make_options(mode);
   std::vector<char*> args{argv[0]};
   for (int i = named ? 2 : 1; i < argc; ++i) args.push_back(argv[i]);
-  cxxopts::ParseResult flags = options.parse(static_cast<int>(args.size()), args.data());
+  cxxopts::ParseResult flags = parse_flags(options, static_cast<int>(args.size()), args.data());
   if (flags.count("help")) {
     fmt::print("{}\n", options.help());
     return std::nullopt;
   }
-  return ModeAndFlags{mode, std::move(flags)};
+  std::vector<std::string> inputs = flags.unmatched();
+  return ModeAndFlags{mode, std::move(flags), std::move(inputs)};
 }
 
 int guarded_main(const char* program, const std::function<int()>& body) {

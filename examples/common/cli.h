@@ -37,14 +37,24 @@ class Progress {
   int64_t plain_every_;
 };
 
-// "program [MODE] [--flags]": MODE is the first argument when it does not
-// start with '-', else `modes[0]`. A mode outside `modes` is a ValueError
-// "flags: unknown mode 'x'; expected <expected>". The other arguments are
-// parsed with make_options(mode); with --help its help is printed and the
-// result is nullopt (exit 0). Positionals are left to the caller to check.
+// Parses argv with `options`, as Options::parse does, except that a value
+// that does not parse names its flag and the type expected:
+// ValueError "flags: --steps expects an integer, got 'abc' (default 1500)"
+// instead of cxxopts' "Argument 'abc' failed to parse".
+cxxopts::ParseResult parse_flags(cxxopts::Options& options, int argc, const char* const* argv);
+
+// "program [MODE] [--flags] [inputs...]": MODE is the first argument when it
+// does not start with '-', else `modes[0]`. A mode outside `modes` is a
+// ValueError "flags: unknown mode 'x'; expected <expected>". The other
+// arguments are parsed with make_options(mode) (parse_flags); with --help its
+// help is printed and the result is nullopt (exit 0). The arguments that are
+// not flags are the inputs, each kept whole: options must not declare
+// positionals, whose vector values cxxopts would split at commas
+// ("three thousand, four hundred" is one input). The caller checks them.
 struct ModeAndFlags {
   std::string mode;
   cxxopts::ParseResult flags;
+  std::vector<std::string> inputs;
 };
 std::optional<ModeAndFlags> parse_mode_and_flags(int argc, char** argv, const std::vector<std::string>& modes,
                                                  std::string_view expected,

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "data/bleu.h"
+#include "data/number_words.h"
 
 namespace attograd {
 
@@ -35,7 +36,9 @@ ParallelText read_split(const std::string& data_dir, const std::string& split, c
     fail<IOError>("data", "{} does not exist; hint: {}", path,
                   is_path ? "check the path" : "the split is train, valid, test or gen, and --data the corpus directory "
                                                "(data/numbers from the repository root)");
-  return read_parallel_tsv(path, kNumberSourceLanguage, lang);
+  ParallelText text = read_parallel_tsv(path, kNumberSourceLanguage, lang);
+  for (std::string& s : text.sources) s = normalize_number_words(s);
+  return text;
 }
 
 Translator::Translator(TranslationTask t, Vocab src, Vocab tgt)
@@ -49,6 +52,23 @@ Translator Translator::from_training_text(const TranslationTask& t, const Parall
 
 VectorDataset Translator::encode(const ParallelText& text) const {
   return encode_parallel(text, *src_tok, src_vocab, *tgt_tok, tgt_vocab);
+}
+
+std::vector<int64_t> Translator::encode_input(std::string_view line, int64_t line_number,
+                                             std::vector<std::string>& unknown) const {
+  const std::vector<std::string> words = src_tok->split(normalize_number_words(line));
+  if (words.empty()) fail<ValueError>("translate", "input line {} is empty", line_number);
+  std::vector<int64_t> ids = src_vocab.encode(words);
+  bool knows_a_word = false;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] == kUnkId) unknown.push_back(words[k]);
+    else knows_a_word |= words[k] != "-";
+  }
+  if (!knows_a_word)
+    fail<ValueError>("translate", "input line {} ('{}') has no word the model knows; it reads whole numbers from 0 to "
+                     "{},{:03} in English words or digits, e.g. 'three thousand four hundred and eighty-five' or 3485",
+                     line_number, line, kMaxNumberWords / 1000, kMaxNumberWords % 1000);
+  return ids;
 }
 
 std::string Translator::show_target(const std::vector<int64_t>& ids) const {

@@ -26,6 +26,9 @@ struct TranslationTask {
 };
 
 // A split of the corpus: a name in data_dir (train, valid, test, gen) or a path to a TSV file.
+// Its English sources are normalised as translate normalises its input
+// (normalize_number_words, data/number_words.h), so training, eval and
+// translate read the same text.
 ParallelText read_split(const std::string& data_dir, const std::string& split, const std::string& lang);
 
 // Everything the modes share once the vocabularies are known.
@@ -39,6 +42,11 @@ struct Translator {
   static Translator from_training_text(const TranslationTask& t, const ParallelText& train);
 
   VectorDataset encode(const ParallelText& text) const;
+  // One input line (line_number counts from 1, for messages) as the model
+  // reads it: normalised, split, mapped to ids. `unknown` receives the words
+  // read as <unk>. ValueError when the line has no words, or none the model
+  // knows (then the model would only guess).
+  std::vector<int64_t> encode_input(std::string_view line, int64_t line_number, std::vector<std::string>& unknown) const;
   std::string show_target(const std::vector<int64_t>& ids) const;
   std::string show_source(const std::vector<int64_t>& ids) const;
   // BLEU over target tokens (words for fr/es, characters for de) and chrF on the joined text.

@@ -16,6 +16,7 @@
 #include "data/copy_task.h"
 #include "data/tokenizer.h"
 #include "examples/common/cli.h"
+#include "examples/common/preflight.h"
 #include "examples/common/trainer.h"
 
 using namespace attograd;
@@ -126,12 +127,11 @@ cxxopts::Options make_options(const std::string& mode) {
        cxxopts::value<std::string>()->default_value(""))
       ("beam", "beam size for eval and decode (1: greedy)", cxxopts::value<int64_t>()->default_value("1"))
       ("dump-batch", "eval: also save the first held-out batch (inputs and logits) to this safetensors file, "
-       "for tools/load_in_torch.py", cxxopts::value<std::string>()->default_value(""))
-      ("sequences", "sequences to decode", cxxopts::value<std::vector<std::string>>());
+       "for tools/load_in_torch.py", cxxopts::value<std::string>()->default_value(""));
   o.add_options()("verbose", "print the model and the BLAS kernel")("h,help", "show this help");
   add_model_flags(o, default_model());
   add_train_flags(o, default_training());
-  o.parse_positional({"sequences"});
+  add_memory_flags(o);
   o.positional_help("[sequences...]");
   return o;
 }
@@ -166,10 +166,12 @@ int train(const cxxopts::ParseResult& r) {
   if (train_size < 0) fail<ValueError>("flags", "--train-size must be >= 0, got {}", train_size);
   if (task.max_len + 2 > cfg.max_len)
     fail<ValueError>("flags", "--max-length {} needs --max-len >= {} (sequence + BOS/EOS)", task.max_len, task.max_len + 2);
+  check_outputs_writable(opt);
   const std::string kernel = configure_threads(opt.threads);
 
   const Vocab vocab = copy_task_vocab(task.num_symbols);
   cfg.src_vocab = cfg.tgt_vocab = vocab.size();
+  const std::string memory = check_training_memory(r, cfg, opt.batch_size, task.max_len + 1, task.max_len + 1);
   CopyTaskOptions train_task = task;
   train_task.size = train_size > 0 ? train_size : (int64_t{1} << 62);
   CopyTaskDataset train_set(train_task);
@@ -185,10 +187,10 @@ int train(const cxxopts::ParseResult& r) {
   DataLoader loader(train_set, lo);
 
   fmt::print("copy_task: {} {} symbols, lengths {}-{}, {} | model {} parameters (d_model {}, {} heads, {}+{} layers) | "
-             "{} thread(s), BLAS kernel {}\n",
+             "{} | {} thread(s), BLAS kernel {}\n",
              task.reverse ? "reverse" : "copy", task.num_symbols, task.min_len, task.max_len,
              train_size > 0 ? fmt::format("{} training sequences", train_size) : std::string("endless training stream"),
-             model.num_parameters(), cfg.d_model, cfg.heads, cfg.enc_layers, cfg.dec_layers, opt.threads, kernel);
+             model.num_parameters(), cfg.d_model, cfg.heads, cfg.enc_layers, cfg.dec_layers, memory, opt.threads, kernel);
   if (r.count("verbose")) fmt::print("{}\n", static_cast<const Module&>(model));
 
   TaskHooks hooks;
@@ -245,13 +247,11 @@ int eval(const cxxopts::ParseResult& r) {
   return 0;
 }
 
-int decode(const cxxopts::ParseResult& r) {
+int decode(const cxxopts::ParseResult& r, std::vector<std::string> lines) {
   configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
   Loaded l = load_model(r["checkpoint"].as<std::string>());
-  std::vector<std::string> lines;
-  if (r.count("sequences")) lines = r["sequences"].as<std::vector<std::string>>();
-  else
+  if (lines.empty())
     for (std::string line; std::getline(std::cin, line);) lines.push_back(line);
   if (lines.empty()) fail<ValueError>("decode", "no input sequences; hint: pass them as arguments or on stdin, e.g. \"a b c\"");
   WhitespaceTokenizer tok;
@@ -278,11 +278,11 @@ int main(int argc, char** argv) {
     const auto parsed = cli::parse_mode_and_flags(argc, argv, {"train", "eval", "decode"}, "train, eval or decode",
                                                    make_options);
     if (!parsed) return 0;
-    const auto& [mode, result] = *parsed;
-    if (mode != "decode" && result.count("sequences"))
-      fail<ValueError>("flags", "unexpected argument '{}' for mode {}", result["sequences"].as<std::vector<std::string>>()[0], mode);
+    const auto& [mode, result, inputs] = *parsed;
+    if (mode != "decode" && !inputs.empty())
+      fail<ValueError>("flags", "unexpected argument '{}' for mode {}", inputs[0], mode);
     if (mode == "train") return train(result);
     if (mode == "eval") return eval(result);
-    return decode(result);
+    return decode(result, inputs);
   });
 }

@@ -232,8 +232,8 @@ int main(int argc, char** argv) {
                                                    "check or train (or nothing for both)",
                                                    [](const std::string&) { return make_options(); });
     if (!parsed) return 0;
-    const auto& [mode, r] = *parsed;
-    if (!r.unmatched().empty()) fail<ValueError>("flags", "unexpected argument '{}'", r.unmatched()[0]);
+    const auto& [mode, r, inputs] = *parsed;
+    if (!inputs.empty()) fail<ValueError>("flags", "unexpected argument '{}'", inputs[0]);
     const RunOptions t{r["steps"].as<int64_t>(), r["hidden"].as<int64_t>(), r["batch"].as<int64_t>(),
                          r["lr"].as<double>(), r["seed"].as<uint64_t>()};
     if (t.steps < 1 || t.hidden < 1 || t.batch < 1 || !(t.lr > 0))

@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include "examples/common/cli.h"
+#include "examples/common/preflight.h"
 #include "study.h"
 
 using namespace attograd;
@@ -90,7 +91,7 @@ int run(const cxxopts::ParseResult& r) {
   const int threads = cli::flag_in_range<int>(r, "threads", 1, 256);
   o.training.threads = threads;
   const std::string kernel = configure_threads(threads);
-  std::filesystem::create_directories(o.out_dir);
+  check_dir_writable(o.out_dir, "out");
 
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return cli::format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); };
@@ -152,7 +153,7 @@ int main(int argc, char** argv) {
         ("steps", "training steps per run", cxxopts::value<int64_t>())
         ("threads", "compute threads", cxxopts::value<int>()->default_value("1"))
         ("h,help", "show this help");
-    auto r = o.parse(argc, argv);
+    auto r = cli::parse_flags(o, argc, argv);
     if (r.count("help")) {
       fmt::print("{}\n", o.help());
       return 0;

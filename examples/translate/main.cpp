@@ -8,6 +8,9 @@
 //
 // Sources are English words with hyphens split off; French and Spanish targets
 // are words the same way, German targets are characters (data/parallel.h).
+// Every source, from the corpus or typed, is first normalised to the corpus
+// form (data/number_words.h): "Three thousand, four hundred" and "3400" read as
+// "three thousand four hundred".
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -18,6 +21,7 @@
 #include "data/parallel.h"
 #include "examples/common/attention_svg.h"
 #include "examples/common/cli.h"
+#include "examples/common/preflight.h"
 #include "examples/common/trainer.h"
 #include "examples/common/translation.h"
 
@@ -65,6 +69,7 @@ cxxopts::Options make_options(const std::string& mode) {
     o.add_options("data")("lang", "target language: fr, de or es", cxxopts::value<std::string>()->default_value("fr"));
     add_model_flags(o, default_model());
     add_train_flags(o, default_training());
+    add_memory_flags(o);
     return o;
   }
   o.add_options("checkpoint")
@@ -85,9 +90,7 @@ cxxopts::Options make_options(const std::string& mode) {
     o.add_options("input")
         ("input", "read sentences from this file, one per line", cxxopts::value<std::string>()->default_value(""))
         ("attention-out", "write attention heatmaps (SVG) and index.html for the one sentence to this directory",
-         cxxopts::value<std::string>()->default_value(""))
-        ("sentences", "sentences to translate", cxxopts::value<std::vector<std::string>>());
-    o.parse_positional({"sentences"});
+         cxxopts::value<std::string>()->default_value(""));
     o.positional_help("[sentences...]");
   }
   o.add_options()("h,help", "show this help");
@@ -109,6 +112,7 @@ int train(const cxxopts::ParseResult& r) {
   TrainOptions opt = train_options_from(r, default_training());
   TransformerConfig cfg = model_config_from(r, default_model());
   const TranslationTask task = TranslationTask::for_language(r["lang"].as<std::string>());
+  check_outputs_writable(opt);
   const std::string data_dir = r["data"].as<std::string>();
   const ParallelText train_text = read_split(data_dir, "train", task.lang);
   const ParallelText valid_text = read_split(data_dir, "valid", task.lang);
@@ -123,6 +127,7 @@ int train(const cxxopts::ParseResult& r) {
   if (longest + 2 > cfg.max_len)
     fail<ValueError>("flags", "the corpus has sequences of {} tokens, which need --max-len >= {} (sequence + BOS/EOS)",
                      longest, longest + 2);
+  const std::string memory = check_training_memory(r, cfg, opt.batch_size, longest + 1, longest + 1);
 
   Generator init_gen(opt.seed);
   auto dropout_gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xd50u));
@@ -134,10 +139,10 @@ int train(const cxxopts::ParseResult& r) {
   DataLoader loader(train_set, lo);
 
   fmt::print("translate: en -> {} ({} target tokens) | {} training pairs, vocab {} / {} | model {} parameters "
-             "(d_model {}, {} heads, {}+{} layers) | {} thread(s), BLAS kernel {}\n",
+             "(d_model {}, {} heads, {}+{} layers) | {} | {} thread(s), BLAS kernel {}\n",
              task.lang, task.tgt_tokenizer == "char" ? "character" : "word", train_set.size(), tr.src_vocab.size(),
              tr.tgt_vocab.size(), model.num_parameters(), cfg.d_model, cfg.heads, cfg.enc_layers, cfg.dec_layers,
-             opt.threads, kernel);
+             memory, opt.threads, kernel);
 
   TrainSummary s = train_seq2seq(model, dropout_gen, loader, valid_set, opt, tr.hooks());
   fmt::print("done: {} steps in {} ({:.1f} s), final loss {:.4f}\n", s.steps, cli::format_duration(s.seconds),
@@ -196,12 +201,12 @@ int eval(const cxxopts::ParseResult& r) {
   return 0;
 }
 
-std::vector<std::string> input_lines(const cxxopts::ParseResult& r) {
+std::vector<std::string> input_lines(const cxxopts::ParseResult& r, const std::vector<std::string>& sentences) {
   std::vector<std::string> lines;
   const std::string file = r["input"].as<std::string>();
-  if (!file.empty() && r.count("sentences"))
+  if (!file.empty() && !sentences.empty())
     fail<ValueError>("flags", "give sentences either as arguments or with --input, not both");
-  if (r.count("sentences")) return r["sentences"].as<std::vector<std::string>>();
+  if (!sentences.empty()) return sentences;
   if (!file.empty()) {
     std::ifstream in(file);
     if (!in) fail<IOError>("translate", "cannot read --input {}", file);
@@ -215,27 +220,23 @@ std::vector<std::string> input_lines(const cxxopts::ParseResult& r) {
   return lines;
 }
 
-int translate(const cxxopts::ParseResult& r) {
+int translate(const cxxopts::ParseResult& r, const std::vector<std::string>& sentences) {
   configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
   const double alpha = cli::flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
   const std::string attention_dir = r["attention-out"].as<std::string>();
   TrainedTranslator l = load_translator(r["checkpoint"].as<std::string>());
   const DecodeOptions d = decode_options(r, *l.model);
-  const std::vector<std::string> lines = input_lines(r);
+  const std::vector<std::string> lines = input_lines(r, sentences);
   if (!attention_dir.empty() && lines.size() != 1)
     fail<ValueError>("flags", "--attention-out draws one sentence, got {}", lines.size());
 
   // Check every line before printing anything, so a bad line leaves no partial output.
   std::vector<std::vector<int64_t>> sources;
   for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string& line = lines[i];
-    std::vector<std::string> words = l.tr.src_tok->split(line);
-    if (words.empty()) fail<ValueError>("translate", "input line {} is empty", i + 1);
-    std::vector<int64_t> ids = l.tr.src_vocab.encode(words);
     std::vector<std::string> unknown;
-    for (size_t k = 0; k < ids.size(); ++k)
-      if (ids[k] == kUnkId) unknown.push_back("'" + words[k] + "'");
+    std::vector<int64_t> ids = l.tr.encode_input(lines[i], static_cast<int64_t>(i) + 1, unknown);
+    for (std::string& w : unknown) w = "'" + w + "'";
     if (!unknown.empty())
       fmt::print(stderr, "translate: warning: line {}: unknown word{} {} read as <unk>\n", i + 1,
                  unknown.size() > 1 ? "s" : "", fmt::join(unknown, ", "));
@@ -267,11 +268,11 @@ int main(int argc, char** argv) {
     const auto parsed = cli::parse_mode_and_flags(argc, argv, {"train", "eval", "translate"},
                                                    "train, eval or translate", make_options);
     if (!parsed) return 0;
-    const auto& [mode, result] = *parsed;
-    if (!result.unmatched().empty())
-      fail<ValueError>("flags", "unexpected argument '{}' for mode {}", result.unmatched()[0], mode);
+    const auto& [mode, result, inputs] = *parsed;
+    if (mode != "translate" && !inputs.empty())
+      fail<ValueError>("flags", "unexpected argument '{}' for mode {}", inputs[0], mode);
     if (mode == "train") return train(result);
     if (mode == "eval") return eval(result);
-    return translate(result);
+    return translate(result, inputs);
   });
 }

@@ -1,0 +1,81 @@
+#include "examples/common/memory_estimate.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "autograd/error.h"
+
+namespace attograd {
+
+namespace {
+
+constexpr double kFloatBytes = 4;
+
+}  // namespace
+
+int64_t transformer_parameter_count(const TransformerConfig& c) {
+  const int64_t E = c.d_model, F = c.d_ff;
+  const int64_t attention = 4 * (E * E + E);   // q, k, v, out projections with bias
+  const int64_t feed_forward = E * F + F + F * E + E;
+  const int64_t norm = 2 * E;                  // weight and bias
+  const int64_t encoder = c.enc_layers * (attention + feed_forward + 2 * norm) + (c.pre_ln ? norm : 0);
+  const int64_t decoder = c.dec_layers * (2 * attention + feed_forward + 3 * norm) + (c.pre_ln ? norm : 0);
+  const int64_t embeddings = (c.src_vocab + c.tgt_vocab) * E;
+  const int64_t generator = (c.tie_embeddings ? 0 : E * c.tgt_vocab) + c.tgt_vocab;
+  return embeddings + encoder + decoder + generator;
+}
+
+MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
+  const double B = static_cast<double>(batch), S = static_cast<double>(src_len), T = static_cast<double>(tgt_len);
+  const double E = static_cast<double>(c.d_model), F = static_cast<double>(c.d_ff), H = static_cast<double>(c.heads);
+  const double V = static_cast<double>(c.tgt_vocab);
+  const double enc_layer = B * S * (8 * E + F + H * S);
+  const double dec_layer = B * T * (12 * E + F + H * (T + S)) + B * S * 2 * E;
+  double elements = B * (S + T) * 3 * E + static_cast<double>(c.enc_layers) * enc_layer +
+                    static_cast<double>(c.dec_layers) * dec_layer + B * T * 2 * V + std::max(enc_layer, dec_layer);
+  if (c.dropout > 0) elements *= 1.25;
+  MemoryEstimate m;
+  m.parameters = transformer_parameter_count(c);
+  const double p = static_cast<double>(m.parameters) * kFloatBytes;
+  m.weights = p + static_cast<double>(c.max_len) * E * kFloatBytes;
+  m.gradients = p;
+  m.optimizer = 2 * p;
+  m.activations = elements * kFloatBytes;
+  return m;
+}
+
+std::string format_bytes(double b) {
+  if (b >= 1e12) return fmt::format("{:.1f} TB", b / 1e12);
+  if (b >= 1e9) return fmt::format("{:.1f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  if (b >= 1e3) return fmt::format("{:.1f} kB", b / 1e3);
+  return fmt::format("{:.0f} B", b);
+}
+
+std::string MemoryEstimate::summary() const {
+  return fmt::format("{} (weights {}, gradients {}, AdamW {}, activations {})", format_bytes(total()),
+                     format_bytes(weights), format_bytes(gradients), format_bytes(optimizer), format_bytes(activations));
+}
+
+std::optional<double> memory_available() {
+  std::ifstream f("/proc/meminfo");
+  for (std::string line; std::getline(f, line);) {
+    if (!line.starts_with("MemAvailable:")) continue;
+    std::istringstream in(line.substr(13));
+    double kb = 0;
+    if (in >> kb) return kb * 1024;
+  }
+  return std::nullopt;
+}
+
+void check_memory_fits(const MemoryEstimate& e, std::optional<double> available, bool force) {
+  if (force || !available || e.total() <= *available) return;
+  fail<ValueError>("memory", "this run needs about {}, but {} is available (MemAvailable); hint: lower --d-model, "
+                   "--d-ff, the layers or --batch-size, or pass --force to try anyway", e.summary(),
+                   format_bytes(*available));
+}
+
+}  // namespace attograd

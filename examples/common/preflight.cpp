@@ -1,0 +1,67 @@
+#include "examples/common/preflight.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "autograd/error.h"
+
+namespace fs = std::filesystem;
+
+namespace attograd {
+
+void check_dir_writable(const std::string& dir, std::string_view what) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir))
+      fail<IOError>(what, "cannot create directory {}: {}", dir,
+                    ec ? ec.message() : std::string("a file of that name is in the way"));
+  }
+  // The name matches remove_stale_temporaries' "*.tmp.*", should the program be killed right here.
+  const std::string probe = fmt::format("{}/.write-check.tmp.{}", dir, getpid());
+  {
+    std::ofstream f(probe, std::ios::binary | std::ios::trunc);
+    if (f) f << "attograd\n";
+    if (!f || !f.flush()) {
+      const std::string reason = std::strerror(errno);
+      fs::remove(probe, ec);
+      fail<IOError>(what, "cannot write in {}: {}", dir, reason);
+    }
+  }
+  fs::remove(probe, ec);
+}
+
+void check_file_writable(const std::string& path, std::string_view what) {
+  std::error_code ec;
+  const bool existed = fs::exists(path, ec);
+  std::ofstream f(path, std::ios::app);
+  if (!f) fail<IOError>(what, "cannot open {} for writing: {}", path, std::strerror(errno));
+  f.close();
+  if (!existed) fs::remove(path, ec);
+}
+
+void check_outputs_writable(const TrainOptions& t) {
+  if (!t.checkpoint_dir.empty()) check_dir_writable(t.checkpoint_dir, "checkpoint");
+  if (!t.log_path.empty()) check_file_writable(t.log_path, "log");
+}
+
+void add_memory_flags(cxxopts::Options& o) {
+  o.add_options("training")("force", "train even when the memory estimate (start-up header) exceeds the available memory");
+}
+
+std::string check_training_memory(const cxxopts::ParseResult& r, const TransformerConfig& c, int64_t batch,
+                                  int64_t src_len, int64_t tgt_len) {
+  const MemoryEstimate e = estimate_training_memory(c, batch, src_len, tgt_len);
+  const std::optional<double> available = memory_available();
+  check_memory_fits(e, available, r.count("force") > 0);
+  return fmt::format("memory ~{} ({} available)", format_bytes(e.total()),
+                     available ? format_bytes(*available) : std::string("unknown"));
+}
+
+}  // namespace attograd

@@ -1,0 +1,82 @@
+// examples/common/memory_estimate.h: the parameter count from a config against the
+// model's real one, the estimate's parts, and the check against available memory.
+#include <gtest/gtest.h>
+
+#include "autograd/generator.h"
+#include "examples/common/memory_estimate.h"
+#include "nn/transformer.h"
+#include "test_util.h"
+
+namespace attograd {
+namespace {
+
+TransformerConfig config(int64_t d_model, int64_t heads, int64_t d_ff, int64_t enc, int64_t dec) {
+  TransformerConfig c;
+  c.src_vocab = 37;
+  c.tgt_vocab = 29;
+  c.d_model = d_model;
+  c.heads = heads;
+  c.d_ff = d_ff;
+  c.enc_layers = enc;
+  c.dec_layers = dec;
+  c.dropout = 0.0;
+  c.max_len = 40;
+  return c;
+}
+
+TEST(MemoryEstimate, ParameterCountMatchesTheModel) {
+  std::vector<TransformerConfig> configs = {config(64, 4, 256, 2, 2), config(32, 2, 64, 1, 1), config(48, 3, 80, 0, 3),
+                                            config(16, 1, 16, 3, 1)};
+  TransformerConfig post = config(32, 4, 96, 2, 2);
+  post.pre_ln = false;
+  TransformerConfig tied = config(32, 4, 96, 1, 2);
+  tied.tie_embeddings = true;
+  TransformerConfig gelu = config(24, 2, 40, 2, 1);
+  gelu.activation = Activation::gelu;
+  gelu.dropout = 0.1;
+  configs.insert(configs.end(), {post, tied, gelu});
+  for (const TransformerConfig& c : configs) {
+    Generator gen(1);
+    const Seq2SeqTransformer model(c, gen, nullptr);
+    EXPECT_EQ(transformer_parameter_count(c), model.num_parameters()) << c.to_json().dump();
+  }
+}
+
+TEST(MemoryEstimate, PartsFollowTheFormula) {
+  const TransformerConfig c = config(64, 4, 256, 2, 2);
+  const MemoryEstimate m = estimate_training_memory(c, 64, 13, 13);
+  const double p = 4.0 * static_cast<double>(m.parameters);
+  EXPECT_EQ(m.gradients, p);
+  EXPECT_EQ(m.optimizer, 2 * p);
+  EXPECT_EQ(m.weights, p + 4.0 * 40 * 64);  // + the sinusoidal table
+  EXPECT_GT(m.activations, 0);
+  EXPECT_DOUBLE_EQ(m.total(), m.weights + m.gradients + m.optimizer + m.activations);
+  // Activations grow with the batch and the sequence; weights do not.
+  const MemoryEstimate big = estimate_training_memory(c, 128, 26, 26);
+  EXPECT_GT(big.activations, 2 * m.activations);
+  EXPECT_EQ(big.weights, m.weights);
+  EXPECT_NE(m.summary().find("AdamW"), std::string::npos) << m.summary();
+}
+
+TEST(MemoryEstimate, TooBigStopsUnlessForced) {
+  TransformerConfig c = config(16384, 16, 65536, 64, 64);
+  const MemoryEstimate m = estimate_training_memory(c, 64, 13, 13);
+  EXPECT_GT(m.total(), 1e12);  // terabytes
+  testing::expect_error<ValueError>([&] { check_memory_fits(m, 8e9, false); },
+                                    {"memory: this run needs about", "but 8.0 GB is available (MemAvailable)", "--force"});
+  check_memory_fits(m, 8e9, true);                 // --force
+  check_memory_fits(m, std::nullopt, false);       // unknown: no check
+  check_memory_fits(estimate_training_memory(config(64, 4, 256, 2, 2), 64, 13, 13), 8e9, false);
+  ASSERT_TRUE(memory_available().has_value());     // Linux: /proc/meminfo
+  EXPECT_GT(*memory_available(), 0);
+}
+
+TEST(MemoryEstimate, FormatsBytes) {
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(14.2e6), "14.2 MB");
+  EXPECT_EQ(format_bytes(137.5e9), "137.5 GB");
+  EXPECT_EQ(format_bytes(7.7e12), "7.7 TB");
+}
+
+}  // namespace
+}  // namespace attograd

@@ -1,0 +1,104 @@
+// The checks the training programs make before they spend work
+// (examples/common/preflight.h): an output that cannot be written, or a model
+// that cannot fit in memory, stops the program at start-up, within seconds,
+// with exit code 2 and one line, before the start-up header is printed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "examples/common/preflight.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace attograd {
+namespace {
+
+const std::string kData = std::string(ATTOGRAD_SOURCE_DIR) + "/data/numbers";
+
+struct Timed {
+  testing::ProgramOutcome r;
+  double seconds;
+};
+
+Timed run(const std::string& program, const std::vector<std::string>& args, const std::string& scratch) {
+  const auto t0 = std::chrono::steady_clock::now();
+  testing::ProgramOutcome r = testing::run_program(std::string(ATTOGRAD_BIN_DIR) + "/" + program, args, scratch);
+  return {r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+}
+
+TEST(Preflight, UnwritableOutputsStopEveryProgramAtStartUp) {
+  testing::TempDir tmp("preflight");
+  // Each would otherwise train (the copy task for 50 steps, on the defaults)
+  // and fail at its first write.
+  const std::vector<std::string> copy = {"train", "--steps", "60", "--warmup", "10", "--eval-every", "50", "--quiet"};
+  const std::vector<std::string> tr = {"train", "--data", kData, "--steps", "60", "--warmup", "10", "--eval-every", "50",
+                                       "--quiet"};
+  struct Case {
+    std::string program;
+    std::vector<std::string> args;
+    std::string phrase;
+  };
+  const std::vector<Case> cases = {
+      {"copy_task", {"--checkpoint-dir", "/proc/nope"}, "checkpoint: cannot create directory /proc/nope"},
+      {"copy_task", {"--log", "/proc/nope/log.jsonl"}, "log: cannot open /proc/nope/log.jsonl for writing"},
+      {"copy_task", {"--checkpoint-dir", "/proc/self"}, "checkpoint: cannot write in /proc/self"},
+      {"translate", {"--checkpoint-dir", "/proc/nope"}, "checkpoint: cannot create directory /proc/nope"},
+      {"translate", {"--log", "/proc/nope/log.jsonl"}, "log: cannot open /proc/nope/log.jsonl for writing"},
+      {"heads_study", {"--quick", "--out", "/proc/nope"}, "out: cannot create directory /proc/nope"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.program + " " + c.args[0] + " " + c.args[1]);
+    std::vector<std::string> args = c.program == "copy_task" ? copy : c.program == "translate" ? tr : std::vector<std::string>{"--data", kData};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const Timed t = run(c.program, args, tmp.path);
+    testing::expect_one_line_error(t.r, c.program, c.phrase);
+    EXPECT_EQ(t.r.out, "") << "work started before the check";
+    EXPECT_LT(t.seconds, 10.0);
+  }
+}
+
+TEST(Preflight, AWritableDirectoryIsCreatedAndLeftClean) {
+  testing::TempDir tmp("preflight");
+  const std::string dir = tmp / "a/b/ck";
+  check_dir_writable(dir, "checkpoint");
+  EXPECT_TRUE(fs::is_directory(dir));
+  EXPECT_TRUE(fs::is_empty(dir));
+  const std::string log = tmp / "log.jsonl";
+  check_file_writable(log, "log");
+  EXPECT_FALSE(fs::exists(log));  // created to check, then removed
+  testing::write_text(log, "{\"step\": 1}\n");
+  check_file_writable(log, "log");
+  EXPECT_EQ(testing::read_text(log), "{\"step\": 1}\n");  // an existing log is not touched
+  testing::expect_error<IOError>([&] { check_dir_writable(log, "checkpoint"); },
+                                 {"checkpoint: cannot create directory " + log});
+}
+
+TEST(Preflight, AModelTooBigForAnyMachineStopsBeforeAllocating) {
+  testing::TempDir tmp("preflight");
+  // About 7.7 TB of weights, gradients and AdamW moments.
+  const std::vector<std::string> huge = {"train", "--d-model", "16384", "--d-ff", "65536", "--heads", "16",
+                                         "--enc-layers", "64", "--dec-layers", "64", "--quiet"};
+  for (const std::string program : {"copy_task", "translate"}) {
+    SCOPED_TRACE(program);
+    std::vector<std::string> args = huge;
+    if (program == "translate") args.insert(args.end(), {"--data", kData});
+    const Timed t = run(program, args, tmp.path);
+    testing::expect_one_line_error(t.r, program, "memory: this run needs about");
+    EXPECT_NE(t.r.err.find("TB"), std::string::npos) << t.r.err;
+    EXPECT_NE(t.r.err.find("available (MemAvailable); hint:"), std::string::npos) << t.r.err;
+    EXPECT_NE(t.r.err.find("--force"), std::string::npos) << t.r.err;
+    EXPECT_EQ(t.r.out, "");
+    EXPECT_LT(t.seconds, 10.0);
+  }
+  // The header of a run that fits shows the estimate.
+  const Timed ok = run("copy_task", {"train", "--steps", "1", "--warmup", "0", "--eval-size", "4", "--samples", "0",
+                                     "--quiet"}, tmp.path);
+  ASSERT_EQ(ok.r.code, 0) << ok.r.err;
+  EXPECT_NE(ok.r.out.find(" | memory ~"), std::string::npos) << ok.r.out;
+  EXPECT_NE(ok.r.out.find(" available) | "), std::string::npos) << ok.r.out;
+}
+
+}  // namespace
+}  // namespace attograd
