@@ -4,6 +4,7 @@
 
 #include "autograd/generator.h"
 #include "examples/common/memory_estimate.h"
+#include "examples/common/train_choices.h"
 #include "nn/transformer.h"
 #include "test_util.h"
 
@@ -55,7 +56,24 @@ TEST(MemoryEstimate, PartsFollowTheFormula) {
   const MemoryEstimate big = estimate_training_memory(c, 128, 26, 26);
   EXPECT_GT(big.activations, 2 * m.activations);
   EXPECT_EQ(big.weights, m.weights);
-  EXPECT_NE(m.summary().find("AdamW"), std::string::npos) << m.summary();
+  EXPECT_NE(m.summary().find("optimizer"), std::string::npos) << m.summary();
+  // The optimizer's part follows its buffers: SGD with momentum keeps one.
+  EXPECT_EQ(estimate_training_memory(c, 64, 13, 13, 1).optimizer, p);
+}
+
+TEST(MemoryEstimate, EveryOptimizerInTheTableCountsItsState) {
+  const TransformerConfig c = config(16, 2, 32, 1, 1);
+  Generator gen(0);
+  Seq2SeqTransformer model(c, gen, nullptr);
+  for (Tensor& p : model.parameters()) p.set_grad(Tensor::zeros(p.shape()));
+  for (const OptimizerChoice& choice : optimizer_choices()) {
+    auto opt = choice.make(model.parameters(), TrainOptions{});
+    opt->step();  // state is allocated on the first update
+    int64_t buffered = 0;  // elements of the parameter-sized state buffers
+    for (const auto& [name, t] : opt->state_dict())
+      if (name.starts_with("state.") && t.dim() > 0) buffered += t.numel();
+    EXPECT_EQ(buffered, choice.state_buffers * model.num_parameters()) << choice.name;
+  }
 }
 
 TEST(MemoryEstimate, TooBigStopsUnlessForced) {

@@ -130,11 +130,11 @@ TEST_F(TranslateProgram, ShortTrainingLearnsThenEvalAndTranslateAgree) {
   std::string shouted;
   for (const auto& line : lines_of(read_text(data_ + "/test.tsv"))) {
     std::string l = line;
-    const size_t a = l.find('\t'), b = l.find('\t', a + 1);
+    const size_t src = l.find('\t'), src_end = l.find('\t', src + 1);
     if (l[0] != '#') {
-      for (size_t k = a; k < b; ++k) l[k] = static_cast<char>(std::toupper(static_cast<unsigned char>(l[k])));
-      l.insert(b, ".");
-      l.replace(l.find(" THOUSAND ") == std::string::npos ? b : l.find(" THOUSAND ") + 9, 0, ",");
+      for (size_t k = src; k < src_end; ++k) l[k] = static_cast<char>(std::toupper(static_cast<unsigned char>(l[k])));
+      l.insert(src_end, ".");
+      l.replace(l.find(" THOUSAND ") == std::string::npos ? src_end : l.find(" THOUSAND ") + 9, 0, ",");
     }
     shouted += l + "\n";
   }

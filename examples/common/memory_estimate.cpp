@@ -28,7 +28,8 @@ int64_t transformer_parameter_count(const TransformerConfig& c) {
   return embeddings + encoder + decoder + generator;
 }
 
-MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
+MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len,
+                                        int optimizer_buffers) {
   const double B = static_cast<double>(batch), S = static_cast<double>(src_len), T = static_cast<double>(tgt_len);
   const double E = static_cast<double>(c.d_model), F = static_cast<double>(c.d_ff), H = static_cast<double>(c.heads);
   const double V = static_cast<double>(c.tgt_vocab);
@@ -42,7 +43,7 @@ MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batc
   const double p = static_cast<double>(m.parameters) * kFloatBytes;
   m.weights = p + static_cast<double>(c.max_len) * E * kFloatBytes;
   m.gradients = p;
-  m.optimizer = 2 * p;
+  m.optimizer = optimizer_buffers * p;
   m.activations = elements * kFloatBytes;
   return m;
 }
@@ -56,7 +57,7 @@ std::string format_bytes(double b) {
 }
 
 std::string MemoryEstimate::summary() const {
-  return fmt::format("{} (weights {}, gradients {}, AdamW {}, activations {})", format_bytes(total()),
+  return fmt::format("{} (weights {}, gradients {}, optimizer {}, activations {})", format_bytes(total()),
                      format_bytes(weights), format_bytes(gradients), format_bytes(optimizer), format_bytes(activations));
 }
 

@@ -9,7 +9,8 @@
 //   weights      P = the parameter count (transformer_parameter_count), plus
 //                the sinusoidal position table max_len·E (a buffer)
 //   gradients    P
-//   AdamW state  2P (first and second moments)
+//   optimizer    k·P, k the parameter-sized buffers it keeps (AdamW and Adam
+//                2: the moments; SGD with momentum 1; train_choices.h)
 //   activations  what autograd saves in one forward for the backward, plus
 //                the backward's working set. Elements:
 //                  per source and target token  3E (the embedding, the stack's
@@ -45,7 +46,7 @@ struct MemoryEstimate {
   int64_t parameters = 0;
   double weights = 0, gradients = 0, optimizer = 0, activations = 0;  // bytes
   double total() const { return weights + gradients + optimizer + activations; }
-  // "14.2 MB (weights 0.9 MB, gradients 0.9 MB, AdamW 1.9 MB, activations 10.5 MB)"
+  // "14.2 MB (weights 0.9 MB, gradients 0.9 MB, optimizer 1.9 MB, activations 10.5 MB)"
   std::string summary() const;
 };
 
@@ -53,8 +54,10 @@ struct MemoryEstimate {
 // computed from the config alone.
 int64_t transformer_parameter_count(const TransformerConfig& c);
 
-// A training step on batches of `batch` sequences of at most src_len / tgt_len tokens.
-MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len);
+// A training step on batches of `batch` sequences of at most src_len / tgt_len
+// tokens, with an optimizer that keeps `optimizer_buffers` buffers per parameter.
+MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len,
+                                        int optimizer_buffers = 2);
 
 // MemAvailable of /proc/meminfo in bytes; nullopt where it cannot be read.
 std::optional<double> memory_available();

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "autograd/error.h"
+#include "examples/common/train_choices.h"
 
 namespace fs = std::filesystem;
 
@@ -55,9 +56,10 @@ void add_memory_flags(cxxopts::Options& o) {
   o.add_options("training")("force", "train even when the memory estimate (start-up header) exceeds the available memory");
 }
 
-std::string check_training_memory(const cxxopts::ParseResult& r, const TransformerConfig& c, int64_t batch,
+std::string check_training_memory(const cxxopts::ParseResult& r, const TransformerConfig& c, const TrainOptions& t,
                                   int64_t src_len, int64_t tgt_len) {
-  const MemoryEstimate e = estimate_training_memory(c, batch, src_len, tgt_len);
+  const int buffers = find_choice(optimizer_choices(), t.optimizer, "optimizer").state_buffers;
+  const MemoryEstimate e = estimate_training_memory(c, t.batch_size, src_len, tgt_len, buffers);
   const std::optional<double> available = memory_available();
   check_memory_fits(e, available, r.count("force") > 0);
   return fmt::format("memory ~{} ({} available)", format_bytes(e.total()),

@@ -27,7 +27,7 @@ void add_memory_flags(cxxopts::Options& o);
 // Estimates the run's memory (memory_estimate.h) and stops with check_memory_fits
 // unless --force. Returns the start-up header's part,
 // "memory ~14.2 MB (20.5 GB available)".
-std::string check_training_memory(const cxxopts::ParseResult& r, const TransformerConfig& c, int64_t batch,
+std::string check_training_memory(const cxxopts::ParseResult& r, const TransformerConfig& c, const TrainOptions& t,
                                   int64_t src_len, int64_t tgt_len);
 
 }  // namespace attograd

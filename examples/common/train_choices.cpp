@@ -38,9 +38,9 @@ std::unique_ptr<optim::Optimizer> make_adamw(std::vector<Tensor> params, const T
 }
 
 constexpr OptimizerChoice kOptimizers[] = {
-    {"sgd", "SGD with momentum 0.9, --weight-decay as L2", make_sgd},
-    {"adam", "Adam, beta2 0.98, eps 1e-9, --weight-decay as L2", make_adam},
-    {"adamw", "Adam with decoupled --weight-decay, beta2 0.98, eps 1e-9", make_adamw},
+    {"sgd", "SGD with momentum 0.9, --weight-decay as L2", 1, make_sgd},
+    {"adam", "Adam, beta2 0.98, eps 1e-9, --weight-decay as L2", 2, make_adam},
+    {"adamw", "Adam with decoupled --weight-decay, beta2 0.98, eps 1e-9", 2, make_adamw},
 };
 
 void no_check(const TrainOptions&) {}

@@ -19,6 +19,7 @@ namespace attograd {
 struct OptimizerChoice {
   std::string_view name;
   std::string_view help;
+  int state_buffers;  // parameter-sized buffers it keeps (momentum, moments): for the memory estimate
   std::unique_ptr<optim::Optimizer> (*make)(std::vector<Tensor> params, const TrainOptions& opt);
 };
 

@@ -171,7 +171,7 @@ int train(const cxxopts::ParseResult& r) {
 
   const Vocab vocab = copy_task_vocab(task.num_symbols);
   cfg.src_vocab = cfg.tgt_vocab = vocab.size();
-  const std::string memory = check_training_memory(r, cfg, opt.batch_size, task.max_len + 1, task.max_len + 1);
+  const std::string memory = check_training_memory(r, cfg, opt, task.max_len + 1, task.max_len + 1);
   CopyTaskOptions train_task = task;
   train_task.size = train_size > 0 ? train_size : (int64_t{1} << 62);
   CopyTaskDataset train_set(train_task);

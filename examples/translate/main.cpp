@@ -127,7 +127,7 @@ int train(const cxxopts::ParseResult& r) {
   if (longest + 2 > cfg.max_len)
     fail<ValueError>("flags", "the corpus has sequences of {} tokens, which need --max-len >= {} (sequence + BOS/EOS)",
                      longest, longest + 2);
-  const std::string memory = check_training_memory(r, cfg, opt.batch_size, longest + 1, longest + 1);
+  const std::string memory = check_training_memory(r, cfg, opt, longest + 1, longest + 1);
 
   Generator init_gen(opt.seed);
   auto dropout_gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xd50u));
