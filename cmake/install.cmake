@@ -1,0 +1,74 @@
+# Install rules (ATTOGRAD_INSTALL, on when attograd is the top-level project):
+#   include/attograd/...                    public headers, attograd.h, version.h
+#   lib/libattograd_{tensor,autograd,nn,optim,data}.a   (.so with BUILD_SHARED_LIBS)
+#   lib/cmake/attograd/                     find_package(attograd 0.1 CONFIG)
+#   lib/pkgconfig/attograd.pc               pkg-config --cflags --libs attograd
+#   bin/attograd-{copy-task,translate,heads-study}, share/attograd/numbers/
+# and the CPack set-up of the .deb (cpack -G DEB in the build directory).
+include(CMakePackageConfigHelpers)
+
+# Headers that are implementation details stay out of the install: the
+# tensor's storage (tensor_impl.h), the ops' kernels and the BLAS backend.
+# No public header includes them (scripts/test.d/50-install.sh compiles each
+# installed header alone to keep it so).
+set(ATTOGRAD_PRIVATE_HEADERS autograd/tensor_impl.h autograd/ops/kernels.h autograd/backend/blas.h
+    autograd/backend/blas_kernel.h autograd/kernels/add.h autograd/kernels/rows.h)
+set(ATTOGRAD_PUBLIC_HEADERS)
+foreach(part ${ATTOGRAD_PARTS})
+  file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/${part}/*.h)
+  list(APPEND ATTOGRAD_PUBLIC_HEADERS ${headers})
+endforeach()
+list(REMOVE_ITEM ATTOGRAD_PUBLIC_HEADERS ${ATTOGRAD_PRIVATE_HEADERS})
+list(SORT ATTOGRAD_PUBLIC_HEADERS)
+
+set(ATTOGRAD_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/attograd)
+install(CODE "
+  set(ATTOGRAD_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
+  set(ATTOGRAD_STAGE_DIR \"${PROJECT_BINARY_DIR}/install-include\")
+  set(ATTOGRAD_HEADERS \"${ATTOGRAD_PUBLIC_HEADERS}\")
+  set(ATTOGRAD_PARTS \"${ATTOGRAD_PARTS}\")
+  set(ATTOGRAD_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
+  include(\"${PROJECT_SOURCE_DIR}/cmake/install_headers.cmake\")" COMPONENT dev)
+install(FILES attograd/attograd.h ${ATTOGRAD_BUILD_INCLUDE}/attograd/version.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd COMPONENT dev)
+
+install(TARGETS attograd_tensor attograd_autograd attograd_nn attograd_optim attograd_data attograd_attograd
+        EXPORT attogradTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT attogradTargets NAMESPACE attograd:: DESTINATION ${ATTOGRAD_CMAKE_DIR} COMPONENT dev)
+
+# SameMinorVersion: 0.1.x satisfies find_package(attograd 0.1) but 0.2 does
+# not, since before 1.0 a minor release may change the API (the soname has
+# the minor version for the same reason).
+configure_package_config_file(cmake/attogradConfig.cmake.in ${PROJECT_BINARY_DIR}/attogradConfig.cmake
+                              INSTALL_DESTINATION ${ATTOGRAD_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/attogradConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/attogradConfig.cmake ${PROJECT_BINARY_DIR}/attogradConfigVersion.cmake
+        DESTINATION ${ATTOGRAD_CMAKE_DIR} COMPONENT dev)
+
+# attograd.pc. With static libraries OpenBLAS and the thread library are
+# needed by every link, so they are plain Requires/Libs; a shared build
+# moves them to the .private fields.
+if(BUILD_SHARED_LIBS)
+  set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json")
+  set(ATTOGRAD_PC_REQUIRES_PRIVATE "openblas")
+  set(ATTOGRAD_PC_LIBS_THREADS "")
+  set(ATTOGRAD_PC_LIBS_PRIVATE "-pthread")
+else()
+  set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json openblas")
+  set(ATTOGRAD_PC_REQUIRES_PRIVATE "")
+  set(ATTOGRAD_PC_LIBS_THREADS " -pthread")
+  set(ATTOGRAD_PC_LIBS_PRIVATE "")
+endif()
+# The prefix is found relative to the .pc file, so the file stays right
+# under `cmake --install --prefix P`, DESTDIR and the .deb.
+file(RELATIVE_PATH ATTOGRAD_PC_TO_PREFIX /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
+string(REGEX REPLACE "/$" "" ATTOGRAD_PC_TO_PREFIX "${ATTOGRAD_PC_TO_PREFIX}")
+configure_file(cmake/attograd.pc.in ${PROJECT_BINARY_DIR}/attograd.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/attograd.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
+
+include(cmake/package.cmake)

@@ -1,0 +1,22 @@
+# CPack: `cpack -G DEB` in a configured and built directory makes
+# attograd_<version>_<arch>.deb (headers, static libraries, the CMake package,
+# attograd.pc, the programs and their corpus, installed under /usr). Build it
+# with -DATTOGRAD_NATIVE=OFF so that the libraries and programs run on any
+# CPU of the architecture (scripts/test.d/60-deb.sh does).
+set(CPACK_PACKAGE_NAME attograd)
+set(CPACK_PACKAGE_VENDOR attograd)
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "attograd maintainers <attograd@users.noreply.github.com>")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
+# The -dev packages: a consumer compiles against their headers and links
+# their libraries (the installed targets and attograd.pc require them); they
+# pull in the runtime libraries the programs need (libopenblas0, libfmt9).
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, nlohmann-json3-dev")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cmake, pkg-config, g++ (>= 4:12)")
+if(NOT CPACK_GENERATOR)
+  set(CPACK_GENERATOR DEB)
+endif()
+include(CPack)
