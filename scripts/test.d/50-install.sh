@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# attograd as an installed library: `cmake --install` the Release build into a
+# temporary prefix, then check what a user of the prefix sees:
+#   - no internal header is installed, and each installed header compiles
+#     alone in a translation unit (-I<prefix>/include only, -Wall -Wextra);
+#   - nothing of this machine's build leaks into the package (-march=native,
+#     the source or build directory);
+#   - examples/consumer builds with find_package(attograd) and runs (it
+#     gradchecks its own layer and trains it), and builds again with
+#     `pkg-config --cflags --libs attograd` alone, and runs.
+# Usage: scripts/test.d/50-install.sh BUILD_DIR   (prints its figures)
+set -euo pipefail
+build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d /tmp/attograd_install.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+cxx=${CXX:-c++}
+
+start=$SECONDS
+cmake --install "$build" --prefix "$prefix" > "$work/install.log"
+echo "install: $(find "$prefix" -type f | wc -l) files, $(du -sh "$prefix" | cut -f1) in $((SECONDS - start)) s"
+
+# Internal headers stay out.
+for internal in autograd/tensor_impl.h autograd/ops/kernels.h autograd/backend/blas.h autograd/kernels/rows.h; do
+  if [[ -e $prefix/include/attograd/$internal ]]; then
+    echo "install: internal header $internal was installed" >&2; exit 1
+  fi
+done
+for f in attograd/attograd.h attograd/version.h lib/cmake/attograd/attogradConfig.cmake \
+         lib/cmake/attograd/attogradConfigVersion.cmake lib/pkgconfig/attograd.pc lib/libattograd_tensor.a; do
+  [[ $f == include/* || $f == lib/* ]] || f=include/$f
+  [[ -e $prefix/$f ]] || { echo "install: $f missing" >&2; exit 1; }
+done
+if grep -rl -e 'march=native' -e "$src" -e "$build" "$prefix/lib/cmake" "$prefix/lib/pkgconfig" "$prefix/include"; then
+  echo "install: the files above name -march=native or this machine's source/build directory" >&2; exit 1
+fi
+
+# Each public header on its own.
+start=$SECONDS
+mapfile -t headers < <(cd "$prefix/include" && find attograd -name '*.h' | sort)
+check_header() {  # check_header attograd/<path>.h
+  printf '#include <%s>\n' "$1" > "$work/tu_${1//\//_}.cpp"
+  "$cxx" -std=c++20 -fsyntax-only -Wall -Wextra -Wpedantic -Werror -I"$prefix/include" "$work/tu_${1//\//_}.cpp"
+}
+export -f check_header
+export work prefix cxx
+printf '%s\n' "${headers[@]}" | xargs -P2 -I{} bash -c 'check_header {}'
+echo "headers: ${#headers[@]} installed headers each compile alone ($((SECONDS - start)) s)"
+
+# The consumer through find_package.
+start=$SECONDS
+cmake -S "$src/examples/consumer" -B "$work/consumer" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+  > "$work/consumer.log"
+cmake --build "$work/consumer" -j2 >> "$work/consumer.log"
+"$work/consumer/scaled_tanh" > "$work/run.log"
+grep -q '^gradcheck passed' "$work/run.log"
+echo "find_package: consumer built and ran in $((SECONDS - start)) s: $(tail -1 "$work/run.log")"
+
+# The consumer through pkg-config.
+start=$SECONDS
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+[[ $(pkg-config --modversion attograd) == "$(sed -n 's/^#define ATTOGRAD_VERSION_STRING "\(.*\)"/\1/p' \
+     "$prefix/include/attograd/version.h")" ]]
+read -ra flags < <(pkg-config --cflags --libs attograd)
+"$cxx" -std=c++20 -O1 "$src/examples/consumer/main.cpp" "${flags[@]}" -o "$work/scaled_tanh_pc"
+"$work/scaled_tanh_pc" > "$work/run_pc.log"
+grep -q '^gradcheck passed' "$work/run_pc.log"
+echo "pkg-config: consumer built and ran in $((SECONDS - start)) s: $(tail -1 "$work/run_pc.log")"
