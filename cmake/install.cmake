@@ -71,4 +71,19 @@ string(REGEX REPLACE "/$" "" ATTOGRAD_PC_TO_PREFIX "${ATTOGRAD_PC_TO_PREFIX}")
 configure_file(cmake/attograd.pc.in ${PROJECT_BINARY_DIR}/attograd.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/attograd.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
+# The programs, renamed so they cannot collide with another package's, and
+# the corpus they default to (share/attograd/numbers, found from the
+# program's own path). The .deb is made from a static build; with
+# BUILD_SHARED_LIBS the programs' RUNPATH is $ORIGIN/../lib.
+foreach(program copy_task translate heads_study)
+  if(TARGET ${program})
+    string(REPLACE "_" "-" installed ${program})
+    install(PROGRAMS $<TARGET_FILE:${program}> DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME attograd-${installed}
+            COMPONENT programs)
+  endif()
+endforeach()
+if(TARGET translate OR TARGET heads_study)
+  install(DIRECTORY data/numbers DESTINATION ${CMAKE_INSTALL_DATADIR}/attograd COMPONENT programs)
+endif()
+
 include(cmake/package.cmake)

@@ -29,13 +29,22 @@ TranslationTask TranslationTask::from_json(const nlohmann::json& j, const std::s
   }
 }
 
+std::string default_corpus_dir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    fail<IOError>("data", "cannot locate the running program (/proc/self/exe: {}); hint: pass --data, the corpus "
+                  "directory", ec.message());
+  return (exe.parent_path().parent_path() / "share" / "attograd" / "numbers").string();
+}
+
 ParallelText read_split(const std::string& data_dir, const std::string& split, const std::string& lang) {
   const bool is_path = split.find('/') != std::string::npos || split.ends_with(".tsv");
   const std::string path = is_path ? split : data_dir + "/" + split + ".tsv";
   if (!std::filesystem::exists(path))
     fail<IOError>("data", "{} does not exist; hint: {}", path,
                   is_path ? "check the path" : "the split is train, valid, test or gen, and --data the corpus directory "
-                                               "(data/numbers from the repository root)");
+                                               "(data/numbers in the repository, share/attograd/numbers when installed)");
   ParallelText text = read_parallel_tsv(path, kNumberSourceLanguage, lang);
   for (std::string& s : text.sources) s = normalize_number_words(s);
   return text;

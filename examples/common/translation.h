@@ -25,6 +25,12 @@ struct TranslationTask {
   static TranslationTask from_json(const nlohmann::json& j, const std::string& file);  // IOError when malformed
 };
 
+// The number corpus beside the running program, <program's dir>/../share/attograd/numbers:
+// data/numbers through a link from the build tree (build/bin/translate), the installed
+// copy under an install prefix (bin/attograd-translate, share/attograd/numbers). Never
+// the current directory; --data overrides it.
+std::string default_corpus_dir();
+
 // A split of the corpus: a name in data_dir (train, valid, test, gen) or a path to a TSV file.
 // Its English sources are normalised as translate normalises its input
 // (normalize_number_words, data/number_words.h), so training, eval and

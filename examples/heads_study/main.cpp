@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
         ("inspect", "only inspect the heads of a trained translate checkpoint (directory or .model.safetensors)",
          cxxopts::value<std::string>())
         ("out", "output directory (default runs/heads, runs/heads-quick with --quick)", cxxopts::value<std::string>())
-        ("data", "corpus directory", cxxopts::value<std::string>()->default_value("data/numbers"))
+        ("data", "corpus directory", cxxopts::value<std::string>()->default_value(default_corpus_dir()))
         ("langs", "target languages, comma-separated", cxxopts::value<std::vector<std::string>>())
         ("heads", "head counts, comma-separated (each must divide d_model)", cxxopts::value<std::vector<int64_t>>())
         ("seeds", "seeds per setting", cxxopts::value<int64_t>())

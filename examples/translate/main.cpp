@@ -64,7 +64,8 @@ cxxopts::Options make_options(const std::string& mode) {
                      "Modes: train (default), eval, translate.");
   if (mode != "translate")
     o.add_options("data")
-        ("data", "corpus directory (train/valid/test/gen .tsv)", cxxopts::value<std::string>()->default_value("data/numbers"));
+        ("data", "corpus directory (train/valid/test/gen .tsv)",
+         cxxopts::value<std::string>()->default_value(default_corpus_dir()));
   if (mode == "train") {
     o.add_options("data")("lang", "target language: fr, de or es", cxxopts::value<std::string>()->default_value("fr"));
     add_model_flags(o, default_model());
