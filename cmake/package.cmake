@@ -2,7 +2,9 @@
 # attograd_<version>_<arch>.deb (headers, static libraries, the CMake package,
 # attograd.pc, the programs and their corpus, installed under /usr). Build it
 # with -DATTOGRAD_NATIVE=OFF so that the libraries and programs run on any
-# CPU of the architecture (scripts/test.d/60-deb.sh does).
+# CPU of the architecture, and with -DCMAKE_INSTALL_PREFIX=/usr so that the
+# libraries go to Debian's multiarch directory /usr/lib/<triplet>
+# (scripts/test.d/60-deb.sh does both).
 set(CPACK_PACKAGE_NAME attograd)
 set(CPACK_PACKAGE_VENDOR attograd)
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
@@ -15,6 +17,11 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 # their libraries (the installed targets and attograd.pc require them); they
 # pull in the runtime libraries the programs need (libopenblas0, libfmt9).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, nlohmann-json3-dev")
+# With dpkg-shlibdeps (dpkg-dev) the programs' runtime libraries are added too.
+find_program(ATTOGRAD_DPKG_SHLIBDEPS dpkg-shlibdeps)
+if(ATTOGRAD_DPKG_SHLIBDEPS)
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+endif()
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cmake, pkg-config, g++ (>= 4:12)")
 if(NOT CPACK_GENERATOR)
   set(CPACK_GENERATOR DEB)

@@ -5,6 +5,8 @@
 #     alone in a translation unit (-I<prefix>/include only, -Wall -Wextra);
 #   - nothing of this machine's build leaks into the package (-march=native,
 #     the source or build directory);
+#   - the installed attograd-translate, run from a directory without data,
+#     trains a step on the installed corpus (share/attograd/numbers);
 #   - examples/consumer builds with find_package(attograd) and runs (it
 #     gradchecks its own layer and trains it), and builds again with
 #     `pkg-config --cflags --libs attograd` alone, and runs.
@@ -34,6 +36,15 @@ for f in attograd/attograd.h attograd/version.h lib/cmake/attograd/attogradConfi
 done
 if grep -rl -e 'march=native' -e "$src" -e "$build" "$prefix/lib/cmake" "$prefix/lib/pkgconfig" "$prefix/include"; then
   echo "install: the files above name -march=native or this machine's source/build directory" >&2; exit 1
+fi
+
+# The installed programs find their corpus through the prefix, not the current directory.
+if [[ -x $prefix/bin/attograd-translate ]]; then
+  mkdir "$work/elsewhere"
+  (cd "$work/elsewhere" && "$prefix/bin/attograd-translate" train --steps 1 --warmup 0 --eval-every 0 --eval-size 8 \
+     --samples 0 --d-model 16 --heads 2 --d-ff 32 --enc-layers 1 --dec-layers 1 --checkpoint-dir "$work/ck" \
+     > "$work/translate.log" 2>&1) || { cat "$work/translate.log" >&2; echo "install: attograd-translate failed" >&2; exit 1; }
+  echo "programs: $(ls "$prefix/bin" | tr '\n' ' ')- attograd-translate trained on $prefix/share/attograd/numbers"
 fi
 
 # Each public header on its own.
