@@ -74,7 +74,7 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH
 [[ $(pkg-config --modversion attograd) == "$(sed -n 's/^#define ATTOGRAD_VERSION_STRING "\(.*\)"/\1/p' \
      "$prefix/include/attograd/version.h")" ]]
 read -ra flags < <(pkg-config --cflags --libs attograd)
-"$cxx" -std=c++20 -O1 "$src/examples/consumer/main.cpp" "${flags[@]}" -o "$work/scaled_tanh_pc"
+"$cxx" -std=c++20 -O2 "$src/examples/consumer/main.cpp" "${flags[@]}" -o "$work/scaled_tanh_pc"
 "$work/scaled_tanh_pc" > "$work/run_pc.log"
 grep -q '^gradcheck passed' "$work/run_pc.log"
 echo "pkg-config: consumer built and ran in $((SECONDS - start)) s: $(tail -1 "$work/run_pc.log")"

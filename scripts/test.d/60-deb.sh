@@ -89,7 +89,7 @@ cmake --build "$work/consumer" -j2 >> "$work/consumer.log"
 "$work/consumer/scaled_tanh" > "$work/run.log"
 grep -q '^gradcheck passed' "$work/run.log" || fail "the consumer built against /usr: $(cat "$work/run.log")"
 read -ra flags < <(pkg-config --cflags --libs attograd)
-"${CXX:-c++}" -std=c++20 -O1 "$src/examples/consumer/main.cpp" "${flags[@]}" -o "$work/scaled_tanh_pc"
+"${CXX:-c++}" -std=c++20 -O2 "$src/examples/consumer/main.cpp" "${flags[@]}" -o "$work/scaled_tanh_pc"
 "$work/scaled_tanh_pc" > "$work/run_pc.log"
 grep -q '^gradcheck passed' "$work/run_pc.log" || fail "the pkg-config consumer: $(cat "$work/run_pc.log")"
 (cd / && attograd-translate train "${tiny[@]}" --checkpoint-dir "$work/ck" > "$work/translate.log" 2>&1) ||
