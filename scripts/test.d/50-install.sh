@@ -68,11 +68,23 @@ cmake --build "$work/consumer" -j2 >> "$work/consumer.log"
 grep -q '^gradcheck passed' "$work/run.log"
 echo "find_package: consumer built and ran in $((SECONDS - start)) s: $(tail -1 "$work/run.log")"
 
+# The version rule (SameMinorVersion): 0.1 finds 0.1.x, the next minor release does not.
+version=$(sed -n 's/^#define ATTOGRAD_VERSION_STRING "\(.*\)"/\1/p' "$prefix/include/attograd/version.h")
+IFS=. read -r major minor _ <<< "$version"
+probe() {  # probe VERSION: does find_package(attograd VERSION) succeed against the prefix?
+  mkdir -p "$work/probe-$1"
+  printf 'cmake_minimum_required(VERSION 3.20)\nproject(probe CXX)\nfind_package(attograd %s CONFIG REQUIRED)\n' "$1" \
+    > "$work/probe-$1/CMakeLists.txt"
+  cmake -S "$work/probe-$1" -B "$work/probe-$1/build" -DCMAKE_PREFIX_PATH="$prefix" > "$work/probe-$1.log" 2>&1
+}
+probe "$major.$minor" || { cat "$work/probe-$major.$minor.log" >&2; echo "install: find_package($major.$minor) failed" >&2; exit 1; }
+if probe "$major.$((minor + 1))"; then echo "install: find_package($major.$((minor + 1))) accepted $version" >&2; exit 1; fi
+echo "version: find_package(attograd $major.$minor) finds $version, find_package(attograd $major.$((minor + 1))) does not"
+
 # The consumer through pkg-config.
 start=$SECONDS
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-[[ $(pkg-config --modversion attograd) == "$(sed -n 's/^#define ATTOGRAD_VERSION_STRING "\(.*\)"/\1/p' \
-     "$prefix/include/attograd/version.h")" ]]
+[[ $(pkg-config --modversion attograd) == "$version" ]] || { echo "install: attograd.pc has another version" >&2; exit 1; }
 read -ra flags < <(pkg-config --cflags --libs attograd)
 "$cxx" -std=c++20 -O2 "$src/examples/consumer/main.cpp" "${flags[@]}" -o "$work/scaled_tanh_pc"
 "$work/scaled_tanh_pc" > "$work/run_pc.log"
