@@ -30,9 +30,13 @@ for internal in autograd/tensor_impl.h autograd/ops/kernels.h autograd/backend/b
   fi
 done
 for f in attograd/attograd.h attograd/version.h lib/cmake/attograd/attogradConfig.cmake \
-         lib/cmake/attograd/attogradConfigVersion.cmake lib/pkgconfig/attograd.pc lib/libattograd_tensor.a; do
+         lib/cmake/attograd/attogradConfigVersion.cmake lib/pkgconfig/attograd.pc; do
   [[ $f == include/* || $f == lib/* ]] || f=include/$f
   [[ -e $prefix/$f ]] || { echo "install: $f missing" >&2; exit 1; }
+done
+for part in tensor autograd nn optim data; do  # static, or shared (-DBUILD_SHARED_LIBS=ON)
+  [[ -e $prefix/lib/libattograd_$part.a || -e $prefix/lib/libattograd_$part.so ]] ||
+    { echo "install: lib/libattograd_$part.a (or .so) missing" >&2; exit 1; }
 done
 if grep -rl -e 'march=native' -e "$src" -e "$build" "$prefix/lib/cmake" "$prefix/lib/pkgconfig" "$prefix/include"; then
   echo "install: the files above name -march=native or this machine's source/build directory" >&2; exit 1
@@ -87,6 +91,7 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH
 [[ $(pkg-config --modversion attograd) == "$version" ]] || { echo "install: attograd.pc has another version" >&2; exit 1; }
 read -ra flags < <(pkg-config --cflags --libs attograd)
 "$cxx" -std=c++20 -O2 "$src/examples/consumer/main.cpp" "${flags[@]}" -o "$work/scaled_tanh_pc"
-"$work/scaled_tanh_pc" > "$work/run_pc.log"
+# (a shared build in a prefix off the loader's path needs LD_LIBRARY_PATH, as any such library does)
+LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$work/scaled_tanh_pc" > "$work/run_pc.log"
 grep -q '^gradcheck passed' "$work/run_pc.log"
 echo "pkg-config: consumer built and ran in $((SECONDS - start)) s: $(tail -1 "$work/run_pc.log")"
