@@ -80,6 +80,13 @@ foreach(program copy_task translate heads_study)
     string(REPLACE "_" "-" installed ${program})
     install(PROGRAMS $<TARGET_FILE:${program}> DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME attograd-${installed}
             COMPONENT programs)
+    # install(PROGRAMS) is not stripped by `cmake --install --strip` or CPack's CPACK_STRIP_FILES; this is.
+    if(CMAKE_STRIP)
+      install(CODE "if(CMAKE_INSTALL_DO_STRIP)
+          execute_process(COMMAND \"${CMAKE_STRIP}\"
+                          \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/attograd-${installed}\")
+        endif()" COMPONENT programs)
+    endif()
   endif()
 endforeach()
 if(TARGET translate OR TARGET heads_study)

@@ -12,6 +12,7 @@ set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "attograd maintainers <attograd@users.noreply.github.com>")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_STRIP_FILES TRUE)  # the programs (static libraries are never stripped: they would lose their symbols)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 # The -dev packages: a consumer compiles against their headers and links
 # their libraries (the installed targets and attograd.pc require them); they
