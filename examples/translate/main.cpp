@@ -29,7 +29,7 @@ using namespace attograd;
 
 namespace {
 
-// The defaults are what `translate train --lang fr` trains (see README for the
+// The defaults are what `translate train --lang fr` trains (see docs/translate.md for the
 // measured accuracy and time).
 TransformerConfig default_model() {
   TransformerConfig c;
