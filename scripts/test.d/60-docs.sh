@@ -3,7 +3,10 @@
 #  (a) a fenced block right after `<!-- docs-check: same-as PATH -->` must be
 #      PATH's text, and one after `<!-- docs-check: output -->` must be a
 #      `$ build/bin/PROGRAM ARGS` line followed by exactly what it prints (the
-#      README's tour and its output); a heading "... in N lines" must match;
+#      README's tour and its output); every command of a block after
+#      `<!-- docs-check: runs -->` (cheap ones only) must exit 0, run in a
+#      scratch directory that sees the repo's data/; a heading "... in N lines"
+#      must match;
 #  (b) every relative link and image points to an existing file, and every
 #      #anchor to a heading of that file (GitHub's heading slugs);
 #  (c) every `build/bin/PROGRAM ...` command in a fenced block names a program
@@ -41,7 +44,7 @@ check_marked_blocks() {  # ROOT MD...
   : > "$work/blocks/index"
   for md in "$@"; do
     awk -v md="$md" -v prefix="$work/blocks/${md//\//_}" -v index_file="$work/blocks/index" '
-      match($0, /^<!-- docs-check: (same-as [^ ]+|output) -->$/) {
+      match($0, /^<!-- docs-check: (same-as [^ ]+|output|runs) -->$/) {
         split(substr($0, 18, length($0) - 21), w, " "); kind = w[1]; arg = w[2]; at = NR; want = 1; next }
       want == 1 && /^```/ { file = prefix "." ++count; printf "" > file
         print file, kind, (arg == "" ? "-" : arg), md, at >> index_file; want = 2; next }
@@ -69,6 +72,14 @@ check_marked_blocks() {  # ROOT MD...
           problem "$md:$line: the output of '${cmd#\$ }' is no longer the block (- block, + real output):"
           sed 's/^/  /' "$work/diff"
         fi ;;
+      runs)
+        mkdir -p "$work/run" && ln -sfn "$root/data" "$work/run/data"
+        while IFS= read -r cmd; do
+          [[ -z $cmd || $cmd == \#* ]] && continue
+          if ! (cd "$work/run" && timeout 30 bash -c "${cmd//build\/bin\//$build/bin/}") > "$work/out" 2>&1; then
+            problem "$md:$line: '$cmd' failed:"; tail -n 5 "$work/out" | sed 's/^/  /'
+          fi
+        done < "$file" ;;
     esac
   done < "$work/blocks/index"
   # "in N lines" next to a same-as block: N is the file's line count.
@@ -181,13 +192,18 @@ build/bin/no_such_program --x
 build/bin/copy_task train --no-such-flag 3 --steps 5   # only --no-such-flag is wrong
 scripts/no_such_script
 ```
+<!-- docs-check: runs -->
+```sh
+build/bin/copy_task train --steps 0
+```
 EOF
 printf '# Page\n## A good heading\n' > "$t/docs/page.md"
 problems=0
 check_tree "$t" > "$work/selftest"
 expected=("differs from examples/tour/main.cpp" "the heading says 5 lines" "is no longer the block"
           "missing file: docs/missing.md" "missing heading: docs/page.md#no-such-heading"
-          "no program no_such_program" "--no-such-flag is not in copy_task's --help" "no file scripts/no_such_script")
+          "no program no_such_program" "--no-such-flag is not in copy_task's --help" "no file scripts/no_such_script"
+          "'build/bin/copy_task train --steps 0' failed")
 selftest_ok=1
 for e in "${expected[@]}"; do
   grep -qF -- "$e" "$work/selftest" || { echo "docs: self-test: the fault '$e' was not reported"; selftest_ok=0; }
