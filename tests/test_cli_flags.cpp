@@ -98,5 +98,25 @@ TEST(CliFlags, EveryProgramNamesTheFlagAndItsType) {
   }
 }
 
+// --help in every mode of every program prints the usage and exits 0 (translate train once had no --help).
+TEST(CliFlags, EveryModeOfEveryProgramHasHelp) {
+  testing::TempDir tmp("cli_help");
+  const std::vector<std::vector<std::string>> cases = {
+      {"copy_task"}, {"copy_task", "train"}, {"copy_task", "eval"}, {"copy_task", "decode"},
+      {"translate"}, {"translate", "train"}, {"translate", "eval"}, {"translate", "translate"},
+      {"heads_study"}, {"custom_layer"}, {"custom_layer", "check"}, {"custom_layer", "train"}, {"bench"},
+  };
+  for (std::vector<std::string> args : cases) {
+    const std::string program = args[0];
+    args.erase(args.begin());
+    args.push_back("--help");
+    SCOPED_TRACE(program + " " + args[0]);
+    const testing::ProgramOutcome r = testing::run_program(std::string(ATTOGRAD_BIN_DIR) + "/" + program, args, tmp.path);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("Usage:\n  " + program), std::string::npos) << r.out;
+    EXPECT_EQ(r.err, "");
+  }
+}
+
 }  // namespace
 }  // namespace attograd

@@ -32,7 +32,7 @@
 // shapes vary (autograd/allocator.h: at most the in-use peak plus 64 MiB).
 // Measured against peak RSS less those 9.5 MB, the estimate is 1.03-1.06x for
 // copy_task models of 0.2M to 15M parameters with batches of one shape, 0.63x
-// with lengths 5-48 (README, "Checks before work is spent").
+// with lengths 5-48 (docs/reliability.md, "Checks before work is spent").
 #pragma once
 #include <cstdint>
 #include <optional>

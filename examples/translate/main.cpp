@@ -29,7 +29,7 @@ using namespace attograd;
 
 namespace {
 
-// The defaults are what `translate train --lang fr` trains (see README for the
+// The defaults are what `translate train --lang fr` trains (see docs/translate.md for the
 // measured accuracy and time).
 TransformerConfig default_model() {
   TransformerConfig c;
@@ -62,6 +62,7 @@ TrainOptions default_training() {
 cxxopts::Options make_options(const std::string& mode) {
   cxxopts::Options o("translate " + mode, "Translate English number words into French, German or Spanish.\n"
                      "Modes: train (default), eval, translate.");
+  o.add_options()("h,help", "show this help");
   if (mode != "translate")
     o.add_options("data")
         ("data", "corpus directory (train/valid/test/gen .tsv)",
@@ -94,7 +95,6 @@ cxxopts::Options make_options(const std::string& mode) {
          cxxopts::value<std::string>()->default_value(""));
     o.positional_help("[sentences...]");
   }
-  o.add_options()("h,help", "show this help");
   return o;
 }
 

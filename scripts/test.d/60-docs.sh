@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Docs that cannot go stale. Over README.md and docs/*.md:
+#  (a) a fenced block right after `<!-- docs-check: same-as PATH -->` must be
+#      PATH's text, and one after `<!-- docs-check: output -->` must be a
+#      `$ build/bin/PROGRAM ARGS` line followed by exactly what it prints (the
+#      README's tour and its output); every command of a block after
+#      `<!-- docs-check: runs -->` (cheap ones only) must exit 0, run in a
+#      scratch directory that sees the repo's data/; a heading "... in N lines"
+#      must match;
+#  (b) every relative link and image points to an existing file, and every
+#      #anchor to a heading of that file (GitHub's heading slugs);
+#  (c) every `build/bin/PROGRAM ...` command in a fenced block names a program
+#      of the tree, and its --flags appear in `PROGRAM [MODE] --help`; every
+#      scripts/ or tools/ command names an existing file, and a scripts/
+#      command's flags appear in its --help.
+# Then it checks itself: a small tree with one fault of each kind must give
+# exactly those faults.
+# Usage: scripts/test.d/60-docs.sh BUILD_DIR   (the Release build; runs in seconds)
+set -euo pipefail
+build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
+cd "$(dirname "$0")/../.."
+export LC_ALL=C.UTF-8
+work=$(mktemp -d /tmp/attograd_docs.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+problems=0 blocks=0 links=0 commands=0
+problem() { echo "docs: $*"; problems=$((problems + 1)); }
+
+# Lines of FILE outside fenced code blocks, with inline code spans removed.
+prose() { awk '/^ *```/ { fence = !fence; next } !fence { gsub(/`[^`]*`/, ""); print }' "$1"; }
+
+# GitHub's anchor for each heading of FILE, one per line (duplicates get -1, -2, ...).
+anchors() {
+  prose "$1" | sed -n 's/^#\{1,6\} \{1,\}//p' | sed -E 's/\[([^]]*)\]\([^)]*\)/\1/g' |
+    sed 's/.*/\L&/; s/[^[:alnum:] _-]//g; s/ /-/g' |
+    awk '{ n = seen[$0]++; print (n ? $0 "-" n : $0) }'
+}
+
+# (a) Each marked block goes to $work/blocks/N with "N kind arg md line" in $work/blocks/index.
+check_marked_blocks() {  # ROOT MD...
+  local root=$1 md n kind arg file line cmd
+  shift
+  mkdir -p "$work/blocks"
+  : > "$work/blocks/index"
+  for md in "$@"; do
+    awk -v md="$md" -v prefix="$work/blocks/${md//\//_}" -v index_file="$work/blocks/index" '
+      match($0, /^<!-- docs-check: (same-as [^ ]+|output|runs) -->$/) {
+        split(substr($0, 18, length($0) - 21), w, " "); kind = w[1]; arg = w[2]; at = NR; want = 1; next }
+      want == 1 && /^```/ { file = prefix "." ++count; printf "" > file
+        print file, kind, (arg == "" ? "-" : arg), md, at >> index_file; want = 2; next }
+      want == 1 { print md ":" at ": docs-check marker not followed by a fenced block" > "/dev/stderr"; want = 0 }
+      want == 2 && /^```/ { close(file); want = 0; next }
+      want == 2 { print >> file }' "$root/$md"
+  done
+  while read -r file kind arg md line; do
+    blocks=$((blocks + 1))
+    case $kind in
+      same-as)
+        if [[ ! -f $root/$arg ]]; then problem "$md:$line: same-as names a missing file $arg"
+        elif ! diff -u "$root/$arg" "$file" > "$work/diff"; then
+          problem "$md:$line: the block differs from $arg:"; sed 's/^/  /' "$work/diff"
+        fi ;;
+      output)
+        cmd=$(head -n 1 "$file")
+        if [[ ! $cmd =~ ^\$\ build/bin/([A-Za-z0-9_]+)(\ .*)?$ ]]; then
+          problem "$md:$line: an output block must start with '\$ build/bin/PROGRAM ...', got '$cmd'"; continue
+        fi
+        read -r -a args <<< "${BASH_REMATCH[2]}"
+        if ! (cd "$root" && timeout 20 "$build/bin/${BASH_REMATCH[1]}" "${args[@]}") > "$work/out" 2> "$work/err"; then
+          problem "$md:$line: '${cmd#\$ }' failed:"; sed 's/^/  /' "$work/err"
+        elif ! tail -n +2 "$file" | diff -u - "$work/out" > "$work/diff"; then
+          problem "$md:$line: the output of '${cmd#\$ }' is no longer the block (- block, + real output):"
+          sed 's/^/  /' "$work/diff"
+        fi ;;
+      runs)
+        mkdir -p "$work/run" && ln -sfn "$root/data" "$work/run/data"
+        while IFS= read -r cmd; do
+          [[ -z $cmd || $cmd == \#* ]] && continue
+          if ! (cd "$work/run" && timeout 30 bash -c "${cmd//build\/bin\//$build/bin/}") > "$work/out" 2>&1; then
+            problem "$md:$line: '$cmd' failed:"; tail -n 5 "$work/out" | sed 's/^/  /'
+          fi
+        done < "$file" ;;
+    esac
+  done < "$work/blocks/index"
+  # "in N lines" next to a same-as block: N is the file's line count.
+  for md in "$@"; do
+    while IFS=: read -r line n; do
+      file=$(awk -v from="$line" 'NR > from && match($0, /docs-check: same-as [^ ]+/) { print substr($0, RSTART + 20, RLENGTH - 20); exit }' "$root/$md")
+      [[ -n $file && -f $root/$file ]] || continue
+      (( $(wc -l < "$root/$file") == n )) || problem "$md:$line: the heading says $n lines, $file has $(wc -l < "$root/$file")"
+    done < <(grep -n '^#.* in [0-9]* lines' "$root/$md" | sed -E 's/^([0-9]+):.* in ([0-9]+) lines.*/\1:\2/')
+  done
+}
+
+# (b) Relative links and anchors.
+check_links() {  # ROOT MD...
+  local root=$1 md target path anchor dir resolved
+  shift
+  for md in "$@"; do
+    dir=$(dirname "$md")
+    while read -r target; do
+      [[ $target =~ ^(https?|mailto): ]] && continue
+      links=$((links + 1))
+      path=${target%%#*} anchor=
+      [[ $target == *"#"* ]] && anchor=${target#*#}
+      if [[ -z $path ]]; then resolved=$md; else resolved=$(realpath -m --relative-to="$root" "$root/$dir/$path"); fi
+      if [[ ! -e $root/$resolved ]]; then problem "$md: link to a missing file: $target"; continue; fi
+      if [[ -n $anchor && $resolved == *.md ]] && ! anchors "$root/$resolved" | grep -qxF -- "$anchor"; then
+        problem "$md: link to a missing heading: $target (headings of $resolved: $(anchors "$root/$resolved" | paste -sd' '))"
+      fi
+    done < <(prose "$root/$md" | grep -o '\]([^) ]*)' | sed 's/^](//; s/)$//')
+  done
+}
+
+# (c) Commands in fenced blocks.
+help_of() {  # PROGRAM FIRST_ARG: the --help text of the program, in that mode if FIRST_ARG is one
+  local bin=$build/bin/$1
+  if [[ -n $2 && $2 != -* ]] && "$bin" "$2" --help 2>/dev/null; then return; fi
+  "$bin" --help 2>/dev/null
+}
+check_commands() {  # ROOT MD...
+  local root=$1 md cmd program flag words
+  shift
+  for md in "$@"; do
+    # One command per line: a fenced line's build/bin/..., scripts/... or [python3] tools/... up to a comment, pipe or ';'.
+    while IFS= read -r cmd; do
+      read -r -a words <<< "$cmd"
+      commands=$((commands + 1))
+      program=${words[0]}
+      case $program in
+        build/bin/*)
+          program=${program#build/bin/}
+          if [[ -f $root/examples/$program/main.cpp ]]; then
+            if [[ ! -x $build/bin/$program ]]; then problem "$md: '$cmd': $program is not built in $build"; continue; fi
+            help_of "$program" "${words[1]:-}" > "$work/help" || true
+          elif [[ -f $root/tests/$program.cpp || -f $root/bench/$program.cpp ]]; then
+            continue  # a test or benchmark binary: it exists; its flags are Google Test's or Benchmark's
+          else
+            problem "$md: '$cmd': no program $program (no examples/$program/main.cpp)"; continue
+          fi ;;
+        scripts/* | tools/*)
+          if [[ ! -f $root/$program ]]; then problem "$md: '$cmd': no file $program"; continue; fi
+          [[ $program == scripts/* ]] || continue
+          [[ $program == scripts/demo ]] && continue  # its flags go to copy_task train, and it builds: not run here
+          "$root/$program" --help > "$work/help" 2>&1 || true ;;
+      esac
+      for flag in "${words[@]:1}"; do
+        [[ $flag =~ ^(--[A-Za-z0-9][A-Za-z0-9-]*) ]] || continue
+        flag=${BASH_REMATCH[1]}
+        grep -qE -- "(^|[][ ,|])$flag([][ ,=]|$)" "$work/help" || problem "$md: '$cmd': $flag is not in $program's --help"
+      done
+    done < <(awk '/^ *```/ { fence = !fence; next } fence' "$root/$md" |
+             grep -oE '(^|[|;&] *|^\$ )((/usr/bin/)?python3 )?(build/bin/|scripts/|tools/)[^|#;&]*' |
+             sed -E 's/^([|;&] *|\$ )//; s/^(\/usr\/bin\/)?python3 //; s/ +$//')
+  done
+}
+
+check_tree() {  # ROOT: every check over ROOT's README.md and docs/*.md
+  local root=$1 mds=()
+  mds=(README.md $(cd "$root" && ls docs/*.md 2>/dev/null))
+  check_marked_blocks "$root" "${mds[@]}"
+  check_links "$root" "${mds[@]}"
+  check_commands "$root" "${mds[@]}"
+}
+
+start=$SECONDS
+check_tree "$PWD"
+found=$problems
+echo "docs: README.md and $(ls docs/*.md | wc -l) pages: $blocks checked blocks, $links relative links, $commands commands;" \
+  "$found problem(s) ($((SECONDS - start)) s)"
+
+# The check checks itself: one fault of each kind, each must be reported.
+t=$work/tree
+mkdir -p "$t/docs" "$t/examples/tour" "$t/examples/copy_task"
+printf 'int main() {}\n' > "$t/examples/tour/main.cpp"
+: > "$t/examples/copy_task/main.cpp"
+cat > "$t/README.md" <<'EOF'
+# Broken on purpose
+## The tour in 5 lines
+<!-- docs-check: same-as examples/tour/main.cpp -->
+```cpp
+int main() { return 1; }
+```
+<!-- docs-check: output -->
+```text
+$ build/bin/tour
+y = 41
+```
+See [a page](docs/missing.md), [a heading](docs/page.md#no-such-heading) and [a good one](docs/page.md#a-good-heading).
+```sh
+build/bin/no_such_program --x
+build/bin/copy_task train --no-such-flag 3 --steps 5   # only --no-such-flag is wrong
+scripts/no_such_script
+```
+<!-- docs-check: runs -->
+```sh
+build/bin/copy_task train --steps 0
+```
+EOF
+printf '# Page\n## A good heading\n' > "$t/docs/page.md"
+problems=0
+check_tree "$t" > "$work/selftest"
+expected=("differs from examples/tour/main.cpp" "the heading says 5 lines" "is no longer the block"
+          "missing file: docs/missing.md" "missing heading: docs/page.md#no-such-heading"
+          "no program no_such_program" "--no-such-flag is not in copy_task's --help" "no file scripts/no_such_script"
+          "'build/bin/copy_task train --steps 0' failed")
+selftest_ok=1
+for e in "${expected[@]}"; do
+  grep -qF -- "$e" "$work/selftest" || { echo "docs: self-test: the fault '$e' was not reported"; selftest_ok=0; }
+done
+if (( problems != ${#expected[@]} )); then
+  echo "docs: self-test: expected ${#expected[@]} problems in the broken tree, got $problems:"; sed 's/^/  /' "$work/selftest"
+  selftest_ok=0
+fi
+(( selftest_ok )) && echo "docs: self-test: all ${#expected[@]} planted faults reported"
+(( found == 0 && selftest_ok ))
