@@ -99,7 +99,7 @@ bool all_finite(const Tensor& t) {
   if (!is_floating(t.dtype())) return true;
   return dispatch_float(t.dtype(), "all_finite", [&]<class T>() {
     bool ok = true;
-    const T* p = static_cast<const T*>(t.impl()->storage->data);
+    const T* p = storage_base<const T>(t);
     for_each_offset(t.shape(), t.strides(), t.offset(), [&](int64_t o) { ok = ok && std::isfinite(p[o]); });
     return ok;
   });
@@ -109,7 +109,7 @@ namespace {
 bool has_nan_or_pos_inf(const Tensor& t) {
   return dispatch_float(t.dtype(), "anomaly", [&]<class T>() {
     bool bad = false;
-    const T* p = static_cast<const T*>(t.impl()->storage->data);
+    const T* p = storage_base<const T>(t);
     for_each_offset(t.shape(), t.strides(), t.offset(), [&](int64_t o) { bad = bad || std::isnan(p[o]) || p[o] == INFINITY; });
     return bad;
   });

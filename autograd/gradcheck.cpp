@@ -25,11 +25,11 @@ std::vector<int64_t> element_offsets(const Tensor& t) {
 
 double get(const Tensor& t, int64_t off) {
   return dispatch_float(t.dtype(), "gradcheck", [&]<class T>() {
-    return static_cast<double>(static_cast<const T*>(t.impl()->storage->data)[off]);
+    return static_cast<double>(storage_base<const T>(t)[off]);
   });
 }
 void set(const Tensor& t, int64_t off, double v) {
-  dispatch_float(t.dtype(), "gradcheck", [&]<class T>() { static_cast<T*>(t.impl()->storage->data)[off] = static_cast<T>(v); });
+  dispatch_float(t.dtype(), "gradcheck", [&]<class T>() { storage_base<T>(t)[off] = static_cast<T>(v); });
 }
 
 std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {

@@ -115,7 +115,7 @@ class Tensor {
   void set_data_(const Tensor& src);
 
   // ---- autograd (the members that need the graph's Node: requires_grad_,
-  // grad_fn_name and backward, are defined in engine.cpp) -----------------
+  // set_data_, grad_fn_name and backward, are defined in engine.cpp) ------
   bool requires_grad() const;
   // Mark a leaf as needing a gradient. Only floating leaves can.
   Tensor& requires_grad_(bool on = true);

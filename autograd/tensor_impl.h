@@ -39,4 +39,10 @@ struct TensorImpl {
   std::weak_ptr<Node> grad_accumulator;    // leaf's AccumulateGrad node, if alive
 };
 
+// The start of t's storage as T* (element [0, ..., 0] of t is at t.offset()):
+// what autograd's strided loops index with the offsets for_each_offset gives.
+// Unchecked; the caller has dispatched on t's dtype.
+template <class T>
+T* storage_base(const Tensor& t) { return static_cast<T*>(t.impl()->storage->data); }
+
 }  // namespace attograd

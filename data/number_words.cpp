@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cctype>
+#include <optional>
 
 #include "autograd/error.h"
 
@@ -35,16 +36,18 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 
 // The integer starting at text[i] ("3485" or "3,485"): its length in bytes and
-// value, or length 0 when it is not a whole number standing alone (glued to a
-// letter, a decimal like 3.5, a malformed group like 3,48).
+// its value when the corpus spells it (none when it is too large).
 struct DigitRun {
-  size_t length = 0;
-  int64_t value = -1;  // -1: too large for the corpus
+  size_t length;
+  std::optional<int64_t> value;
 };
 
-DigitRun digit_run(std::string_view text, size_t i) {
+// nullopt when text[i] starts no whole number standing alone (glued to a
+// letter, a decimal like 3.5, a malformed group like 3,48).
+
+std::optional<DigitRun> digit_run(std::string_view text, size_t i) {
   const bool after_number = i > 1 && (text[i - 1] == '.' || text[i - 1] == ',') && is_digit(text[i - 2]);
-  if ((i > 0 && is_alnum(text[i - 1])) || after_number) return {};
+  if ((i > 0 && is_alnum(text[i - 1])) || after_number) return std::nullopt;
   size_t j = i;
   while (j < text.size() && is_digit(text[j])) ++j;
   const size_t first_group = j - i;
@@ -55,12 +58,12 @@ DigitRun digit_run(std::string_view text, size_t i) {
   if (first_group <= 3)
     while (j + 3 < text.size() && group_at(j)) j += 4;
   const bool decimal = j + 1 < text.size() && (text[j] == '.' || text[j] == ',') && is_digit(text[j + 1]);
-  if ((j < text.size() && is_alnum(text[j])) || decimal) return {};
+  if ((j < text.size() && is_alnum(text[j])) || decimal) return std::nullopt;
   DigitRun run{j - i, 0};
-  for (size_t k = i; k < j && run.value >= 0; ++k) {
+  for (size_t k = i; k < j && run.value; ++k) {
     if (text[k] == ',') continue;
-    run.value = run.value * 10 + (text[k] - '0');
-    if (run.value > kMaxNumberWords) run.value = -1;
+    run.value = *run.value * 10 + (text[k] - '0');
+    if (*run.value > kMaxNumberWords) run.value.reset();
   }
   return run;
 }
@@ -69,19 +72,19 @@ DigitRun digit_run(std::string_view text, size_t i) {
 std::string spell_digits(std::string_view text) {
   std::string out;
   for (size_t i = 0; i < text.size();) {
-    const DigitRun run = is_digit(text[i]) ? digit_run(text, i) : DigitRun{};
-    if (run.length == 0) {
+    const std::optional<DigitRun> found = is_digit(text[i]) ? digit_run(text, i) : std::nullopt;
+    if (!found) {
       out += text[i++];
       continue;
     }
-    const std::string_view digits = text.substr(i, run.length);
-    i += run.length;
-    if (run.value < 0) {  // too large: the digits without their commas, an unknown word
+    const std::string_view digits = text.substr(i, found->length);
+    i += found->length;
+    if (!found->value) {  // too large: the digits without their commas, an unknown word
       for (char c : digits)
         if (c != ',') out += c;
       continue;
     }
-    out.append(" ").append(english_number_words(run.value)).append(" ");
+    out.append(" ").append(english_number_words(*found->value)).append(" ");
   }
   return out;
 }

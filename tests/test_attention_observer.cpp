@@ -101,7 +101,7 @@ TEST(AttentionObserver, ScalingAHeadByZeroIsTheHeadMaskAndRemovesTheHead) {
   const Tensor mask = Tensor::from_vector(std::vector<float>{1, 0}, {2});
   mha.observer = [&](AttentionCall& c) { c.head_scale = mask; };
   const Tensor out = mha.forward(q, kv, kv).out;
-  // The head-mask formula that MHAOptions::head_mask applied, bit for bit ...
+  // The formula of the old head mask (before the observer), bit for bit ...
   EXPECT_EQ(out.to_vector<float>(), composed_forward(mha, q, kv, {}, mask).to_vector<float>());
   // ... and the same as a model whose out_proj never reads head 1 (columns D..E).
   mha.observer = nullptr;

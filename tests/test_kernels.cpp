@@ -13,6 +13,7 @@
 #include "test_util.h"
 
 using namespace attograd;
+using attograd::testing::expect_near_all;
 
 namespace {
 
@@ -49,11 +50,6 @@ std::vector<double> naive_softmax(const std::vector<double>& x) {
   std::vector<double> y;
   for (double v : x) y.push_back(std::exp(v - mx) / total);
   return y;
-}
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
 }
 
 // Element k of a row stored `stride` apart.

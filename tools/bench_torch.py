@@ -16,7 +16,7 @@ Threads: torch.set_num_threads(n) for PyTorch's own parallel loops, and the
 same n for OpenBLAS (openblas_set_num_threads, the library torch calls for
 GEMM), inter-op threads 1. They never nest: GEMMs are called outside
 PyTorch's parallel regions. OpenBLAS' kernel is chosen as attograd chooses it
-(autograd/blas_kernel.h): when OPENBLAS_CORETYPE is unset and the library
+(autograd/backend/blas_kernel.h): when OPENBLAS_CORETYPE is unset and the library
 falls back to a generic kernel on a CPU with AVX2/AVX-512, the script sets
 OPENBLAS_CORETYPE and re-executes itself once, so both sides get the fast kernel.
 The FLOP count is examples/bench's (see its header comment).

@@ -77,7 +77,7 @@ void append_tensor_bytes(std::string& out, const Tensor& t) {
     out.append(static_cast<const char*>(t.raw_data()), static_cast<size_t>(t.numel()) * es);
     return;
   }
-  const char* base = static_cast<const char*>(t.impl()->storage->data);
+  const char* base = storage_base<const char>(t);
   for_each_offset(t.shape(), t.strides(), t.offset(),
                   [&](int64_t o) { out.append(base + static_cast<size_t>(o) * es, es); });
 }

@@ -1,7 +1,7 @@
 // Row kernels: sums, softmax, log-softmax, log-sum-exp and their backward over
-// one row at a time. They compute values only, on raw pointers; the ops
-// (ops/softmax, ops/attention, ops/loss, ops/layer_norm) and nn/generate call
-// them row by row and wrap the result with record().
+// one row at a time. They compute values only, on raw pointers: ops/softmax,
+// ops/attention and ops/loss call them row by row (and record the op), ops/layer_norm
+// uses lane_sum, and nn/generate's beam search uses logsumexp_row.
 //
 // Shape legend: a row is n elements `stride` apart: x[0], x[stride], ...,
 // x[(n − 1)·stride] (stride 1: contiguous, the fast path). y, g, dx are rows

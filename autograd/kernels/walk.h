@@ -26,7 +26,9 @@
 
 namespace attograd {
 
-// One operand of a walk: strides (one per walked dim) and the base offset, in elements.
+// One operand of a walk: strides (one per walked dim) and the base offset, in
+// elements. It refers to the strides, so build it in the call that walks
+// (a temporary vector lives until that call returns); do not keep one.
 struct Strided {
   const std::vector<int64_t>& strides;
   int64_t base;

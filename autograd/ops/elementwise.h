@@ -41,8 +41,6 @@ Tensor gt(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& mask);
 
-// In place, not recorded, acc += g: add_ in autograd/tensor.h.
-
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);

@@ -26,9 +26,6 @@ void check_in_range(std::string_view op, int64_t i, int64_t n, int64_t dim, cons
                      shape_str(x.shape()), n);
 }
 
-template <class T>
-T* base(const Tensor& t) { return static_cast<T*>(t.impl()->storage->data); }
-
 // Calls fn(k, o) for the elements of t's slices idx[0], idx[1], ... along
 // dim, in the row-major order of the selection [..., L, ...]: k counts 0, 1,
 // 2, ... and o is the element's offset in t's storage.
@@ -59,7 +56,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   out_shape[dim] = static_cast<int64_t>(idx.size());
   Tensor out = Tensor::empty(out_shape, x.dtype());
   dispatch_all(x.dtype(), [&]<class T>() {
-    const T* px = base<T>(x);
+    const T* px = storage_base<T>(x);
     T* po = out.data<T>();
     for_each_selected(x, dim, idx, [&](int64_t k, int64_t o) { po[k] = px[o]; });
   });
@@ -69,7 +66,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     const Tensor g = grad.contiguous();
     dispatch_float(grad.dtype(), "index_select", [&]<class T>() {
       const T* pg = g.data<T>();
-      T* pa = base<T>(acc);
+      T* pa = storage_base<T>(acc);
       for_each_selected(acc, dim, idx, [&](int64_t k, int64_t o) { pa[o] += pg[k]; });
     });
     dx[0] += acc;
@@ -99,7 +96,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<int64_t>
   out_shape.push_back(E);
   Tensor out = Tensor::empty(out_shape, weight.dtype());
   dispatch_all(weight.dtype(), [&]<class T>() {
-    const T* pw = base<T>(weight);
+    const T* pw = storage_base<T>(weight);
     T* po = out.data<T>();
     for_each_selected(weight, 0, idx, [&](int64_t k, int64_t o) { po[k] = pw[o]; });
   });
@@ -135,8 +132,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t n = x.shape()[dim], x_step = x.strides()[dim];
   Tensor out = Tensor::empty(index.shape(), x.dtype());
   dispatch_all(x.dtype(), [&]<class T>() {
-    const T* px = base<T>(x);
-    const int64_t* pi = base<int64_t>(index);
+    const T* px = storage_base<T>(x);
+    const int64_t* pi = storage_base<int64_t>(index);
     T* po = out.data<T>();
     int64_t k = 0;
     for_each_offset(
@@ -155,8 +152,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     const int64_t acc_step = acc_st[dim];
     acc_st[dim] = 0;
     dispatch_float(grad.dtype(), "gather", [&]<class T>() {
-      const int64_t* pi = base<int64_t>(index_);
-      const T* pg = base<T>(grad);
+      const int64_t* pi = storage_base<int64_t>(index_);
+      const T* pg = storage_base<T>(grad);
       T* pa = acc.data<T>();
       for_each_offset(
           index_.shape(), [&](int64_t oa, int64_t oi, int64_t og) { pa[oa + pi[oi] * acc_step] += pg[og]; },

@@ -21,7 +21,7 @@ namespace attograd {
 template <class T, class F>
 Tensor map(const Tensor& x, F f, DType out_dtype = dtype_of<T>()) {
   Tensor out = Tensor::empty(x.shape(), out_dtype);
-  const T* px = static_cast<const T*>(x.impl()->storage->data);
+  const T* px = storage_base<const T>(x);
   dispatch_all(out_dtype, [&]<class R>() {
     R* po = out.data<R>();
     if (x.is_contiguous()) {
@@ -42,9 +42,9 @@ Tensor zip(std::string_view op, const Tensor& a, const Tensor& b, F f, DType out
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = Tensor::empty(shape, out_dtype);
   using A = T;
-  const A* pa = static_cast<const A*>(a.impl()->storage->data);
+  const A* pa = storage_base<const A>(a);
   dispatch_all(b.dtype(), [&]<class B>() {
-    const B* pb = static_cast<const B*>(b.impl()->storage->data);
+    const B* pb = storage_base<const B>(b);
     dispatch_all(out_dtype, [&]<class R>() {
       if constexpr (std::is_invocable_v<F, A, B>) {
         R* po = out.data<R>();

@@ -141,9 +141,6 @@ Tensor operand(const Tensor& t) {
 
 Tensor with_shape(const Tensor& t, const Shape& shape) { return make_view(t, shape, contiguous_strides(shape), t.offset()); }
 
-template <class T>
-T* base(const Tensor& t) { return static_cast<T*>(t.impl()->storage->data); }
-
 // op(x) @ op(y) for every index of `batch`, written into out [obatch..., M, N]
 // with beta (see Product). x and y come from operand().
 void run_product(const Tensor& x, bool tx, const Tensor& y, bool ty, const Shape& batch, const Tensor& out,
@@ -151,7 +148,7 @@ void run_product(const Tensor& x, bool tx, const Tensor& y, bool ty, const Shape
   Product p{batch, out.size(-2), out.size(-1), tx ? x.size(-2) : x.size(-1), {}, {}, mat_ref(out, batch)};
   p.a = tx ? mat_ref(x, batch).t() : mat_ref(x, batch);
   p.b = ty ? mat_ref(y, batch).t() : mat_ref(y, batch);
-  dispatch_float(out.dtype(), "matmul", [&]<class T>() { run<T>(p, base<T>(out), base<T>(x), base<T>(y), T(beta)); });
+  dispatch_float(out.dtype(), "matmul", [&]<class T>() { run<T>(p, storage_base<T>(out), storage_base<T>(x), storage_base<T>(y), T(beta)); });
 }
 
 // A fresh out_shape = [obatch..., M, N] tensor holding Σ op(x) @ op(y) over
@@ -284,7 +281,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   if (bias.defined()) {
     dispatch_float(x.dtype(), "linear", [&]<class T>() {
       // One contiguous copy of the bias row, then a memcpy per output row.
-      const T* pb = base<T>(bias) + bias.offset();
+      const T* pb = storage_base<T>(bias) + bias.offset();
       const int64_t bs = bias.strides()[0];
       T* po = out.data<T>();
       const int64_t R = x2.size(0);

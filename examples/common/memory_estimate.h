@@ -29,7 +29,7 @@
 // Not counted: the program and its libraries (peak RSS 9.5 MB for a model of
 // a few kB), the data set, the evaluation pass (no gradients, so far less
 // than a training step), and the blocks the caching allocator keeps when batch
-// shapes vary (autograd/allocator.h: at most the in-use peak plus 64 MiB).
+// shapes vary (autograd/backend/allocator.h: at most the in-use peak plus 64 MiB).
 // Measured against peak RSS less those 9.5 MB, the estimate is 1.03-1.06x for
 // copy_task models of 0.2M to 15M parameters with batches of one shape, 0.63x
 // with lengths 5-48 (docs/reliability.md, "Checks before work is spent").

@@ -25,16 +25,20 @@ namespace attograd {
 
 enum class OnNonfinite { stop, skip };
 
+// The library's defaults; each program starts from its own measured ones
+// (default_training() in its main.cpp), so these matter for new programs.
 struct TrainOptions {
   int64_t steps = 2000;
   int64_t batch_size = 64;
-  double lr = 1e-3;               // peak lr
+  double lr = 1e-3;               // peak lr; torch.optim.Adam's default (Kingma & Ba 2015)
   std::string optimizer = "adamw";  // a name in optimizer_choices() (train_choices.h)
+  // Linear warmup then cosine decay (Goyal et al. 2017 warmup, Loshchilov &
+  // Hutter 2017 cosine): the schedule nanoGPT and llm.c train with.
   std::string schedule = "cosine";  // a name in schedule_choices() (train_choices.h)
-  int64_t warmup = 100;
-  double min_lr = 1e-5;           // cosine floor
+  int64_t warmup = 100;           // 5% of the default steps
+  double min_lr = 1e-5;           // cosine floor: a hundredth of the default lr
   double weight_decay = 0.01;     // PyTorch's AdamW default (decoupled in adamw, L2 in adam and sgd)
-  double clip = 1.0;              // max grad norm (0: off)
+  double clip = 1.0;              // max grad norm (0: off); 1.0 as GPT-2, nanoGPT and llm.c clip
   double label_smoothing = 0.0;
   int64_t eval_every = 500;       // 0: only at the end
   int64_t eval_size = 1000;       // held-out examples

@@ -20,7 +20,7 @@
 
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
-#include "study.h"
+#include "examples/heads_study/study.h"
 
 using namespace attograd;
 using namespace attograd::heads;

@@ -1,4 +1,4 @@
-#include "study.h"
+#include "examples/heads_study/study.h"
 
 #include <algorithm>
 #include <chrono>
