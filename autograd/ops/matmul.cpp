@@ -175,18 +175,13 @@ Tensor unsqueeze_vec_dims(const Tensor& g, const Shape& full, bool a_vec, bool b
 // a and b's batch dims (all but the last two) broadcast together.
 Shape batch_shape(const Tensor& a2, const Tensor& b2, const Tensor& a, const Tensor& b) {
   const Shape ba(a2.shape().begin(), a2.shape().end() - 2), bb(b2.shape().begin(), b2.shape().end() - 2);
-  const size_t n = std::max(ba.size(), bb.size());
-  Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t da = i < n - ba.size() ? 1 : ba[i - (n - ba.size())];
-    const int64_t db = i < n - bb.size() ? 1 : bb[i - (n - bb.size())];
-    if (da != db && da != 1 && db != 1)
-      fail<ShapeError>("matmul", "batch dims {} of {} and {} of {} do not broadcast; hint: batch sizes must match "
-                       "or be 1, aligned from the right", shape_str(ba), shape_str(a.shape()), shape_str(bb),
-                       shape_str(b.shape()));
-    out[i] = da == 1 ? db : da;
+  try {
+    return broadcast_shapes(ba, bb, "matmul");
+  } catch (const ShapeError&) {  // the same rule, said in matmul's terms: the operands' full shapes
+    fail<ShapeError>("matmul", "batch dims {} of {} and {} of {} do not broadcast; hint: batch sizes must match "
+                     "or be 1, aligned from the right", shape_str(ba), shape_str(a.shape()), shape_str(bb),
+                     shape_str(b.shape()));
   }
-  return out;
 }
 
 void check_pair(std::string_view op, const Tensor& a, const Tensor& b) {
