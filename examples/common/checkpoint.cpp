@@ -22,7 +22,7 @@ int64_t get_i64(const TensorMap& m, const std::string& key, const std::string& f
   auto it = m.find(key);
   if (it == m.end() || it->second.dtype() != DType::i64 || it->second.numel() != 1)
     fail<IOError>("checkpoint", "{}: missing or malformed '{}'", file, key);
-  return static_cast<int64_t>(it->second.item());
+  return it->second.to_vector<int64_t>()[0];  // exact: item() goes through a double, which a large i64 overflows
 }
 
 nlohmann::json parse_json(const Metadata& md, const std::string& key, const std::string& file) {
