@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/io/safetensors.h"
-#include "autograd/ops.h"
-#include "autograd/ops/loss.h"
-#include "nn/transformer.h"
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/autograd/ops.h>
+#include <attograd/autograd/ops/loss.h>
+#include <attograd/nn/transformer.h>
 
 using namespace attograd;
 
