@@ -207,6 +207,105 @@ TEST(MultiHeadAttention, KVCacheMatchesFullCausalForward) {
   expect_close(cat({first, rest}, 1), ref, 1e-5, 1e-5);
 }
 
+// ---- grouped-query attention: G K/V heads shared by groups of H/G query heads ----
+
+TEST(MultiHeadAttention, GroupedProjectionsAndGradcheck) {
+  for (int64_t G : {1, 2, 4}) {
+    SCOPED_TRACE(G);
+    Generator gen(0), g(5);
+    MultiHeadAttention mha({.embed_dim = 8, .num_heads = 4, .num_kv_heads = G}, gen);
+    EXPECT_EQ(mha.num_kv_heads, G);
+    EXPECT_EQ(mha.k_proj->weight.shape(), (Shape{G * 2, 8}));  // E -> G·D
+    EXPECT_EQ(mha.v_proj->weight.shape(), (Shape{G * 2, 8}));
+    EXPECT_EQ(mha.q_proj->weight.shape(), (Shape{8, 8}));
+    Tensor x = randn_leaf({2, 3, 8}, g);
+    MHAOptions causal;
+    causal.is_causal = true;
+    gradcheck_module(mha, {x}, [&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[0], in[0], causal).out; });
+    Tensor mem = randn_leaf({2, 5, 8}, g);
+    MHAOptions pad;
+    pad.key_padding_mask = Tensor::from_vector(std::vector<bool>{false, false, false, true, true, false, false, false,
+                                                                 false, false}, {2, 5});
+    pad.need_weights = true;
+    gradcheck_module(mha, {x, mem},
+                     [&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[1], in[1], pad).out; });
+    EXPECT_EQ(mha.forward(x, mem, mem, pad).weights.shape(), (Shape{2, 4, 3, 5}));  // per query head
+  }
+}
+
+TEST(MultiHeadAttention, GroupedHeadsMustDivideHeads) {
+  Generator gen(0);
+  const std::string msg = error_message<ValueError>(
+      [&] { MultiHeadAttention({.embed_dim = 12, .num_heads = 4, .num_kv_heads = 3}, gen); });
+  for (const char* part : {"MultiHeadAttention", "num_kv_heads 3", "num_heads 4"})
+    EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' missing in: " << msg;
+  EXPECT_THROW(MultiHeadAttention({.embed_dim = 12, .num_heads = 4, .num_kv_heads = 0}, gen), ValueError);
+}
+
+TEST(MultiHeadAttention, GroupedKVCacheMatchesFullAndIsSizedByG) {
+  for (int64_t G : {1, 2}) {
+    SCOPED_TRACE(G);
+    Generator gen(0), g(7);
+    MultiHeadAttention mha({.embed_dim = 16, .num_heads = 4, .num_kv_heads = G}, gen);
+    mha.eval();
+    NoGradGuard no_grad;
+    Tensor x = Tensor::randn({2, 6, 16}, g);
+    MHAOptions full;
+    full.is_causal = true;
+    Tensor ref = mha.forward(x, x, x, full).out;
+    AttentionCache cache;
+    std::vector<Tensor> steps;
+    for (int t = 0; t < 6; ++t) {
+      MHAOptions o;
+      o.is_causal = true;
+      o.cache = &cache;
+      Tensor xt = x.narrow(1, t, 1);
+      steps.push_back(mha.forward(xt, xt, xt, o).out);
+    }
+    expect_close(cat(steps, 1), ref, 1e-5, 1e-5);
+    EXPECT_EQ(cache.keys().shape(), (Shape{2, G, 6, 4}));
+    EXPECT_EQ(cache.bytes_used(), 2u * 2 * G * 6 * 4 * sizeof(float));  // 2 · B · G · t · D · 4
+    EXPECT_EQ(cache.bytes_allocated(), 2u * 2 * G * 16 * 4 * sizeof(float));  // capacity 16
+  }
+}
+
+TEST(Transformer, GroupedCachedDecodingMatchesFullDecode) {
+  Generator gen(0);
+  TransformerConfig c = tiny_config();
+  c.heads = 4;  // D = 2
+  c.kv_heads = 1;
+  c.dec_layers = 2;
+  Seq2SeqTransformer m(c, gen, nullptr);
+  EXPECT_EQ((*m.encoder->layers)[0].self_attn->num_kv_heads, 4);  // the encoder keeps no cache: multi-head
+  EXPECT_EQ((*m.decoder->layers)[1].cross_attn->num_kv_heads, 1);
+  m.eval();
+  NoGradGuard no_grad;
+  Tensor src = Tensor::from_vector(std::vector<int64_t>{4, 5, 6, 2, 4, 2, 0, 0}, {2, 4});
+  Tensor kpm = eq(src, Tensor::zeros({}, DType::i64));
+  Tensor tgt = Tensor::from_vector(std::vector<int64_t>{1, 7, 8, 3, 1, 5, 6, 4}, {2, 4});
+  Tensor mem = m.encode(src, kpm);
+  Tensor full = m.decode(tgt, mem, kpm);
+  KVCache cache = m.make_cache();
+  std::vector<Tensor> steps;
+  for (int t = 0; t < 4; ++t) steps.push_back(m.decode(tgt.narrow(1, t, 1), mem, kpm, Tensor(), &cache));
+  expect_close(cat(steps, 1), full, 1e-5, 1e-5);
+  // self: 2 layers x K,V [2, 1, 4, 2]; cross: 2 layers x K,V [2, 1, 4(S), 2] — a quarter of G = H's bytes
+  EXPECT_EQ(cache.bytes_used(), 2u * (2 * 2 * 1 * 4 * 2) * sizeof(float) * 2);
+}
+
+TEST(Transformer, KVHeadsConfigRoundTripsAndValidates) {
+  TransformerConfig c = tiny_config();
+  EXPECT_EQ(c.to_json().at("kv_heads"), 2);  // written as heads when unset
+  c.kv_heads = 1;
+  auto j = c.to_json();
+  EXPECT_EQ(TransformerConfig::from_json(j).kv_heads, std::optional<int64_t>(1));
+  j.erase("kv_heads");  // a checkpoint from before grouped-query attention
+  EXPECT_EQ(TransformerConfig::from_json(j).decoder_kv_heads(), 2);
+  c.kv_heads = 3;
+  const std::string msg = error_message<ValueError>([&] { c.validate(); });
+  EXPECT_NE(msg.find("kv_heads (3) must be positive and divide heads (2)"), std::string::npos) << msg;
+}
+
 TEST(Transformer, EncoderDecoderLayersGradcheck) {
   Generator gen(0), g(8);
   for (bool pre : {true, false}) {

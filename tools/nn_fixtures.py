@@ -1,5 +1,6 @@
 """The "nn" fixture group of tools/make_torch_fixtures.py: PyTorch reference
-values for LayerNorm, MultiheadAttention and a whole pre-LN Seq2SeqTransformer.
+values for LayerNorm, MultiheadAttention, grouped-query attention (G < H) and a
+whole pre-LN Seq2SeqTransformer.
 
 Each file holds, in float64, the inputs, the weights under attograd's
 parameter names, an output gradient "g" (the loss is sum(out * g)), the output
@@ -88,6 +89,43 @@ def mha_fixture(write, name, seed, T, S, self_attn, kpm, causal):
           {"embed_dim": E, "num_heads": H, "self_attention": self_attn, "is_causal": causal})
 
 
+# Grouped-query attention (K/V heads G < H), against torch_twin's GroupedQueryAttention,
+# which repeats each K/V head for its group with repeat_interleave.
+GQA_CASES = {
+    "gqa_causal": dict(H=4, G=2, T=4, S=4, self_attn=True, kpm=True, causal=True),
+    "mqa_cross": dict(H=4, G=1, T=3, S=5, self_attn=False, kpm=True, causal=False),
+}
+
+
+def gqa_fixture(write, name, seed, H, G, T, S, self_attn, kpm, causal):
+    E, B = 8, 2
+    gen = torch.Generator().manual_seed(seed)
+    mha = tt.GroupedQueryAttention(E, H, G).double()
+    with torch.no_grad():
+        for _, p in mha.named_parameters():
+            p.copy_(_randn(gen, *p.shape) * (0.3 if p.dim() > 1 else 0.1))
+    query = _randn(gen, B, T, E).requires_grad_()
+    key = query if self_attn else _randn(gen, B, S, E).requires_grad_()
+    value = query if self_attn else _randn(gen, B, S, E).requires_grad_()
+    kpm_t = None
+    if kpm:  # batch row 1 has its last key padded (never a whole row)
+        kpm_t = torch.zeros(B, S, dtype=torch.bool)
+        kpm_t[1, S - 1:] = True
+    out, weights = mha(query, key, value, key_padding_mask=kpm_t, is_causal=causal)
+    g = _randn(gen, B, T, E)
+    (out * g).sum().backward()
+    tensors = {"query": query.detach(), "g": g, "out": out.detach(), "weights": weights.detach(),
+               "grad.query": query.grad}
+    if not self_attn:
+        tensors.update({"key": key.detach(), "value": value.detach(), "grad.key": key.grad, "grad.value": value.grad})
+    if kpm_t is not None:
+        tensors["key_padding_mask"] = kpm_t
+    tensors.update({n: p.detach() for n, p in mha.named_parameters()})
+    tensors.update(_grads("", mha.named_parameters()))
+    write("nn", f"{name}.safetensors", tensors,
+          {"embed_dim": E, "num_heads": H, "num_kv_heads": G, "self_attention": self_attn, "is_causal": causal})
+
+
 SEQ2SEQ_CONFIG = dict(src_vocab=11, tgt_vocab=13, d_model=16, heads=2, d_ff=32, enc_layers=2, dec_layers=2,
                       dropout=0.0, max_len=32, pre_ln=True, tie_embeddings=False, activation="relu", pad_id=0,
                       layer_norm_eps=1e-5)
@@ -126,4 +164,6 @@ def nn_fixtures(write):
     layer_norm_fixture(write)
     for seed, (name, case) in enumerate(MHA_CASES.items()):
         mha_fixture(write, name, 100 + seed, **case)
+    for seed, (name, case) in enumerate(GQA_CASES.items()):
+        gqa_fixture(write, name, 200 + seed, **case)
     seq2seq_fixture(write)

@@ -64,6 +64,40 @@ def mha(c):
     return nn.MultiheadAttention(c.d_model, c.heads, dropout=c.dropout, batch_first=True)
 
 
+class GroupedQueryAttention(nn.Module):
+    """The twin of attograd's MultiHeadAttention with num_kv_heads G < H:
+    k_proj, v_proj map E -> G*D, and each K/V head is repeated for the H/G query
+    heads of its group (repeat_interleave on the head dim). Parameter names are
+    attograd's (no packed in_proj). Batch-first; returns (out, weights [B, H, T, S])."""
+
+    def __init__(self, embed_dim, num_heads, num_kv_heads):
+        super().__init__()
+        assert embed_dim % num_heads == 0 and num_heads % num_kv_heads == 0
+        self.H, self.G, self.D = num_heads, num_kv_heads, embed_dim // num_heads
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(embed_dim, num_kv_heads * self.D)
+        self.v_proj = nn.Linear(embed_dim, num_kv_heads * self.D)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+
+    def _heads(self, x, n):
+        return x.reshape(x.shape[0], x.shape[1], n, self.D).transpose(1, 2)  # [B, n, L, D]
+
+    def forward(self, query, key, value, key_padding_mask=None, is_causal=False):
+        B, T, E = query.shape
+        S = key.shape[1]
+        q = self._heads(self.q_proj(query), self.H)
+        k = self._heads(self.k_proj(key), self.G).repeat_interleave(self.H // self.G, dim=1)
+        v = self._heads(self.v_proj(value), self.G).repeat_interleave(self.H // self.G, dim=1)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.D)  # [B, H, T, S]
+        if is_causal:
+            scores = scores.masked_fill(torch.ones(T, S, dtype=torch.bool).triu(1), float("-inf"))
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        weights = scores.softmax(-1)
+        out = (weights @ v).transpose(1, 2).reshape(B, T, E)
+        return self.out_proj(out), weights
+
+
 class EncoderLayer(nn.Module):
     def __init__(self, c):
         super().__init__()
