@@ -171,6 +171,21 @@ std::string MultiHeadAttention::extra_repr() const {
   return s;
 }
 
+Tensor mean_pool_kv_heads(const Tensor& proj, int64_t heads, int64_t kv_heads) {
+  if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
+    fail<ValueError>("mean_pool_kv_heads", "kv_heads {} must be positive and divide heads {}", kv_heads, heads);
+  if ((proj.dim() != 1 && proj.dim() != 2) || proj.size(0) % heads != 0)
+    fail<ShapeError>("mean_pool_kv_heads", "expected a projection weight [heads·D, in] or bias [heads·D] with heads = "
+                     "{}, got {}", heads, shape_str(proj.shape()));
+  NoGradGuard no_grad;
+  const int64_t D = proj.size(0) / heads, in = proj.dim() == 2 ? proj.size(1) : 1;
+  // [H·D, in] -> [G, R, D, in], mean over R -> [G·D, in]
+  const Tensor pooled = mean(proj.reshape({kv_heads, heads / kv_heads, D, in}), {1});
+  Shape out = proj.shape();
+  out[0] = kv_heads * D;
+  return pooled.reshape(out).contiguous();
+}
+
 // ---- observers on every attention module ----------------------------------------------
 
 namespace {

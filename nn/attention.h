@@ -115,6 +115,14 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Generator> dropout_gen_;
 };
 
+// Ainslie et al. 2023's conversion of multi-head K/V projections to grouped
+// ones (the start of "uptraining"): a k_proj or v_proj weight [heads·D, in]
+// or bias [heads·D] becomes [kv_heads·D, in] / [kv_heads·D], group g's D rows
+// being the mean of the D rows of its heads g·R .. g·R + R − 1 (R = heads /
+// kv_heads, consecutive heads as MultiHeadAttention groups them). kv_heads =
+// heads returns a copy.
+Tensor mean_pool_kv_heads(const Tensor& proj, int64_t heads, int64_t kv_heads);
+
 // Every MultiHeadAttention below root, by dotted module name, in registration
 // order: {"encoder.layers.0.self_attn", module}, {"decoder.layers.0.self_attn", ...}, ...
 std::vector<std::pair<std::string, std::shared_ptr<MultiHeadAttention>>> attention_modules(const Module& root);

@@ -69,6 +69,31 @@ TransformerConfig TransformerConfig::from_json(const nlohmann::json& j) {
   return c;
 }
 
+// ---- grouped-query conversion ----------------------------------------------------------
+
+GroupedQueryModel to_grouped_query(const TransformerConfig& c, const TensorMap& state,
+                                   int64_t kv_heads) {
+  const int64_t from = c.decoder_kv_heads();
+  if (kv_heads <= 0 || from % kv_heads != 0)
+    fail<ValueError>("to_grouped_query", "kv_heads {} must be positive and divide the model's K/V heads {} "
+                     "(heads {}); hint: any divisor of {} works for a multi-head model", kv_heads, from, c.heads, c.heads);
+  GroupedQueryModel g{c, state};
+  g.config.kv_heads = kv_heads;
+  g.config.validate();
+  for (int64_t i = 0; i < c.dec_layers; ++i)
+    for (const char* attn : {"self_attn", "cross_attn"})
+      for (const char* proj : {"k_proj", "v_proj"})
+        for (const char* part : {"weight", "bias"}) {
+          const std::string name = fmt::format("decoder.layers.{}.{}.{}.{}", i, attn, proj, part);
+          auto it = g.state.find(name);
+          if (it == g.state.end())
+            fail<ValueError>("to_grouped_query", "the state lacks {}; hint: pass a Seq2SeqTransformer's state_dict "
+                             "with its config", name);
+          it->second = mean_pool_kv_heads(it->second, from, kv_heads);
+        }
+  return g;
+}
+
 // ---- feed-forward ----------------------------------------------------------------------
 
 FeedForward::FeedForward(int64_t d_model, int64_t d_ff, double p, Activation act, Generator& gen,

@@ -49,6 +49,18 @@ struct TransformerConfig {
   static TransformerConfig from_json(const nlohmann::json& j);
 };
 
+// A model's parameters converted to grouped-query attention (Ainslie et al.
+// 2023): each decoder layer's self- and cross-attention k_proj, v_proj mean-
+// pooled from the config's decoder_kv_heads() to kv_heads groups (see
+// mean_pool_kv_heads); every other tensor unchanged. kv_heads must divide the
+// current K/V heads (so a multi-head model converts to any divisor of heads).
+struct GroupedQueryModel {
+  TransformerConfig config;  // kv_heads set
+  TensorMap state;
+};
+GroupedQueryModel to_grouped_query(const TransformerConfig& c, const TensorMap& state,
+                                   int64_t kv_heads);
+
 class FeedForward : public UnaryModule {
  public:
   FeedForward(int64_t d_model, int64_t d_ff, double dropout, Activation act, Generator& gen,

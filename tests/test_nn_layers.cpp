@@ -306,6 +306,54 @@ TEST(Transformer, KVHeadsConfigRoundTripsAndValidates) {
   EXPECT_NE(msg.find("kv_heads (3) must be positive and divide heads (2)"), std::string::npos) << msg;
 }
 
+TEST(MultiHeadAttention, MeanPoolKVHeadsAveragesEachGroupsRows) {
+  // heads 4, D 2, in 3: row r of head h holds 100·h + 10·r + column
+  std::vector<double> w;
+  for (int h = 0; h < 4; ++h)
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 3; ++c) w.push_back(100 * h + 10 * r + c);
+  const Tensor weight = Tensor::from_vector(w, {8, 3}, DType::f64);
+  const Tensor pooled = mean_pool_kv_heads(weight, 4, 2);  // groups {0, 1}, {2, 3}
+  EXPECT_EQ(pooled.shape(), (Shape{4, 3}));
+  const std::vector<double> expect{50, 51, 52, 60, 61, 62, 250, 251, 252, 260, 261, 262};
+  EXPECT_EQ(pooled.to_vector<double>(), expect);
+  EXPECT_EQ(mean_pool_kv_heads(weight, 4, 1).to_vector<double>(), (std::vector<double>{150, 151, 152, 160, 161, 162}));
+  EXPECT_EQ(mean_pool_kv_heads(weight, 4, 4).to_vector<double>(), w);  // G = H: the identity
+  const Tensor bias = Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}, {8}, DType::f64);
+  EXPECT_EQ(mean_pool_kv_heads(bias, 4, 2).to_vector<double>(), (std::vector<double>{2, 3, 6, 7}));
+  EXPECT_NE(error_message<ValueError>([&] { mean_pool_kv_heads(weight, 4, 3); }).find("kv_heads 3"), std::string::npos);
+}
+
+TEST(Transformer, ToGroupedQueryPoolsTheDecoderKVProjections) {
+  Generator gen(0);
+  TransformerConfig c = tiny_config();
+  c.heads = 4;
+  Seq2SeqTransformer mha(c, gen, nullptr);
+  const TensorMap state = mha.state_dict();
+  // G = H is the identity: same config heads, same tensors, same outputs.
+  const GroupedQueryModel same = to_grouped_query(c, state, 4);
+  for (const auto& [name, t] : state) EXPECT_EQ(same.state.at(name).to_vector<float>(), t.to_vector<float>()) << name;
+  // G = 2: the decoder's K/V projections pooled, everything else unchanged; the result loads into a G = 2 model.
+  const GroupedQueryModel g = to_grouped_query(c, state, 2);
+  EXPECT_EQ(g.config.kv_heads, std::optional<int64_t>(2));
+  Seq2SeqTransformer gqa(g.config, gen, nullptr);
+  gqa.load_state_dict(g.state);
+  for (const auto& [name, t] : state) {
+    const bool pooled = name.starts_with("decoder.") && (name.find(".k_proj.") != std::string::npos ||
+                                                         name.find(".v_proj.") != std::string::npos);
+    if (!pooled) {
+      EXPECT_EQ(g.state.at(name).to_vector<float>(), t.to_vector<float>()) << name;
+      continue;
+    }
+    expect_close(g.state.at(name), mean_pool_kv_heads(t, 4, 2), 0, 0);
+    EXPECT_EQ(g.state.at(name).size(0), 4) << name;  // G·D = 2·2
+  }
+  // and from G = 2 on to G = 1 (a divisor of the current K/V heads), but not to 3
+  EXPECT_EQ(to_grouped_query(g.config, g.state, 1).config.kv_heads, std::optional<int64_t>(1));
+  const std::string msg = error_message<ValueError>([&] { to_grouped_query(g.config, g.state, 4); });
+  EXPECT_NE(msg.find("kv_heads 4 must be positive and divide the model's K/V heads 2"), std::string::npos) << msg;
+}
+
 TEST(Transformer, EncoderDecoderLayersGradcheck) {
   Generator gen(0), g(8);
   for (bool pre : {true, false}) {
