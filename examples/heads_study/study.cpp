@@ -382,8 +382,9 @@ std::string kv_bench(const StudyOptions& o, const Corpus& corpus) {
                     "K and V [B, G, t, D], and the cross-attention keys and values projected once from the encoder "
                     "memory, K and V [B, G, S, D]: 2·L·B·(t + S)·G·D floats in all. With multi-head attention (G = H, "
                     "H·D = E) that is 2·L·B·(t + S)·E whatever H is; grouped-query attention divides it by H/G. Bytes "
-                    "allocated exceed bytes used because the self-attention buffers double their capacity (at least "
-                    "16 rows). Without the cache each step re-runs the decoder over the whole prefix, so a step "
+                    "allocated add the spare capacity: each buffer starts at 16 rows and doubles when full, so at a "
+                    "power-of-two t the self-attention buffers are exactly full (the excess is the cross-attention's "
+                    "16 − S rows) and one step later they hold twice what they use. Without the cache each step re-runs the decoder over the whole prefix, so a step "
                     "costs O(t) more and the total grows as O(t²).\n");
   write_text(o.out_dir + "/kv-bench.md", md);
   return md;
