@@ -32,6 +32,43 @@ TransformerConfig tiny_config() {
   return c;
 }
 
+// x [B, T, E] fed through mha's causal self-attention one step at a time,
+// with `cache`, gives the outputs of one causal forward; returns those.
+Tensor expect_cached_steps_match_full(MultiHeadAttention& mha, const Tensor& x, AttentionCache& cache) {
+  mha.eval();
+  NoGradGuard no_grad;
+  MHAOptions full;
+  full.is_causal = true;
+  Tensor ref = mha.forward(x, x, x, full).out;
+  std::vector<Tensor> steps;
+  for (int64_t t = 0; t < x.size(1); ++t) {
+    MHAOptions o;
+    o.is_causal = true;
+    o.cache = &cache;
+    Tensor xt = x.narrow(1, t, 1);
+    steps.push_back(mha.forward(xt, xt, xt, o).out);
+  }
+  expect_close(cat(steps, 1), ref, 1e-5, 1e-5);
+  return ref;
+}
+
+// Decodes a fixed batch of 2 (source length 4, one padded) to 4 target steps
+// with a KV cache, expects the logits of one full decode; returns the cache.
+KVCache decode_cached_and_full(Seq2SeqTransformer& m) {
+  m.eval();
+  NoGradGuard no_grad;
+  Tensor src = Tensor::from_vector(std::vector<int64_t>{4, 5, 6, 2, 4, 2, 0, 0}, {2, 4});
+  Tensor kpm = eq(src, Tensor::zeros({}, DType::i64));
+  Tensor tgt = Tensor::from_vector(std::vector<int64_t>{1, 7, 8, 3, 1, 5, 6, 4}, {2, 4});
+  Tensor mem = m.encode(src, kpm);
+  Tensor full = m.decode(tgt, mem, kpm);
+  KVCache cache = m.make_cache();
+  std::vector<Tensor> steps;
+  for (int t = 0; t < 4; ++t) steps.push_back(m.decode(tgt.narrow(1, t, 1), mem, kpm, Tensor(), &cache));
+  expect_close(cat(steps, 1), full, 1e-5, 1e-5);
+  return cache;
+}
+
 }  // namespace
 
 TEST(Linear, ValuesAndGradcheck) {
@@ -178,22 +215,10 @@ TEST(MultiHeadAttention, CausalBackwardSendsNoGradientToTheFuture) {
 TEST(MultiHeadAttention, KVCacheMatchesFullCausalForward) {
   Generator gen(0), g(7);
   MultiHeadAttention mha({.embed_dim = 16, .num_heads = 4}, gen);
-  mha.eval();
   NoGradGuard no_grad;
   Tensor x = Tensor::randn({2, 6, 16}, g);
-  MHAOptions full;
-  full.is_causal = true;
-  Tensor ref = mha.forward(x, x, x, full).out;
   AttentionCache cache;
-  std::vector<Tensor> steps;
-  for (int t = 0; t < 6; ++t) {
-    MHAOptions o;
-    o.is_causal = true;
-    o.cache = &cache;
-    Tensor xt = x.narrow(1, t, 1);
-    steps.push_back(mha.forward(xt, xt, xt, o).out);
-  }
-  expect_close(cat(steps, 1), ref, 1e-5, 1e-5);
+  const Tensor ref = expect_cached_steps_match_full(mha, x, cache);
   EXPECT_EQ(cache.length, 6);
   EXPECT_EQ(cache.bytes_used(), 2u * 2 * 4 * 6 * 4 * sizeof(float));
   EXPECT_GE(cache.bytes_allocated(), cache.bytes_used());
@@ -247,22 +272,8 @@ TEST(MultiHeadAttention, GroupedKVCacheMatchesFullAndIsSizedByG) {
     SCOPED_TRACE(G);
     Generator gen(0), g(7);
     MultiHeadAttention mha({.embed_dim = 16, .num_heads = 4, .num_kv_heads = G}, gen);
-    mha.eval();
-    NoGradGuard no_grad;
-    Tensor x = Tensor::randn({2, 6, 16}, g);
-    MHAOptions full;
-    full.is_causal = true;
-    Tensor ref = mha.forward(x, x, x, full).out;
     AttentionCache cache;
-    std::vector<Tensor> steps;
-    for (int t = 0; t < 6; ++t) {
-      MHAOptions o;
-      o.is_causal = true;
-      o.cache = &cache;
-      Tensor xt = x.narrow(1, t, 1);
-      steps.push_back(mha.forward(xt, xt, xt, o).out);
-    }
-    expect_close(cat(steps, 1), ref, 1e-5, 1e-5);
+    expect_cached_steps_match_full(mha, Tensor::randn({2, 6, 16}, g), cache);
     EXPECT_EQ(cache.keys().shape(), (Shape{2, G, 6, 4}));
     EXPECT_EQ(cache.bytes_used(), 2u * 2 * G * 6 * 4 * sizeof(float));  // 2 · B · G · t · D · 4
     EXPECT_EQ(cache.bytes_allocated(), 2u * 2 * G * 16 * 4 * sizeof(float));  // capacity 16
@@ -278,17 +289,7 @@ TEST(Transformer, GroupedCachedDecodingMatchesFullDecode) {
   Seq2SeqTransformer m(c, gen, nullptr);
   EXPECT_EQ((*m.encoder->layers)[0].self_attn->num_kv_heads, 4);  // the encoder keeps no cache: multi-head
   EXPECT_EQ((*m.decoder->layers)[1].cross_attn->num_kv_heads, 1);
-  m.eval();
-  NoGradGuard no_grad;
-  Tensor src = Tensor::from_vector(std::vector<int64_t>{4, 5, 6, 2, 4, 2, 0, 0}, {2, 4});
-  Tensor kpm = eq(src, Tensor::zeros({}, DType::i64));
-  Tensor tgt = Tensor::from_vector(std::vector<int64_t>{1, 7, 8, 3, 1, 5, 6, 4}, {2, 4});
-  Tensor mem = m.encode(src, kpm);
-  Tensor full = m.decode(tgt, mem, kpm);
-  KVCache cache = m.make_cache();
-  std::vector<Tensor> steps;
-  for (int t = 0; t < 4; ++t) steps.push_back(m.decode(tgt.narrow(1, t, 1), mem, kpm, Tensor(), &cache));
-  expect_close(cat(steps, 1), full, 1e-5, 1e-5);
+  const KVCache cache = decode_cached_and_full(m);
   // self: 2 layers x K,V [2, 1, 4, 2]; cross: 2 layers x K,V [2, 1, 4(S), 2] — a quarter of G = H's bytes
   EXPECT_EQ(cache.bytes_used(), 2u * (2 * 2 * 1 * 4 * 2) * sizeof(float) * 2);
 }
@@ -395,17 +396,7 @@ TEST(Transformer, CachedDecodingMatchesFullDecode) {
   TransformerConfig c = tiny_config();
   c.dec_layers = 2;
   Seq2SeqTransformer m(c, gen, nullptr);
-  m.eval();
-  NoGradGuard no_grad;
-  Tensor src = Tensor::from_vector(std::vector<int64_t>{4, 5, 6, 2, 4, 2, 0, 0}, {2, 4});
-  Tensor kpm = eq(src, Tensor::zeros({}, DType::i64));
-  Tensor tgt = Tensor::from_vector(std::vector<int64_t>{1, 7, 8, 3, 1, 5, 6, 4}, {2, 4});
-  Tensor mem = m.encode(src, kpm);
-  Tensor full = m.decode(tgt, mem, kpm);
-  KVCache cache = m.make_cache();
-  std::vector<Tensor> steps;
-  for (int t = 0; t < 4; ++t) steps.push_back(m.decode(tgt.narrow(1, t, 1), mem, kpm, Tensor(), &cache));
-  expect_close(cat(steps, 1), full, 1e-5, 1e-5);
+  const KVCache cache = decode_cached_and_full(m);
   EXPECT_EQ(cache.length(), 4);
   // self: 2 layers x K,V [2, 2, 4, 4]; cross: 2 layers x K,V [2, 2, 4(S), 4]
   EXPECT_EQ(cache.bytes_used(), 2u * (2 * 2 * 2 * 4 * 4) * sizeof(float) * 2);
