@@ -91,6 +91,11 @@ TransformerConfig model_config_from(const cxxopts::ParseResult& r, TransformerCo
   return c;
 }
 
+std::string heads_summary(const TransformerConfig& c) {
+  if (c.decoder_kv_heads() == c.heads) return fmt::format("{} heads", c.heads);
+  return fmt::format("{} heads, {} K/V heads in the decoder", c.heads, c.decoder_kv_heads());
+}
+
 TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   t.steps = cli::flag_in_range<int64_t>(r, "steps", 1, int64_t{1} << 40);
   t.batch_size = cli::flag_in_range<int64_t>(r, "batch-size", 1, 1 << 16);
