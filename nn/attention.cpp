@@ -25,12 +25,12 @@ size_t AttentionCache::bytes_allocated() const {
 
 namespace {
 
-// Append new rows kn/vn [B, H, n, D] to the cache, doubling capacity when full
+// Append new rows kn/vn [B, G, n, D] to the cache, doubling capacity when full
 // (so t steps copy O(t) rows in total, not O(t²)).
 void cache_append(AttentionCache& c, const Tensor& kn, const Tensor& vn) {
   NoGradGuard no_grad;
   const int64_t n = kn.size(2);
-  if (c.k.defined() && (c.k.size(0) != kn.size(0) || c.k.size(3) != kn.size(3)))
+  if (c.k.defined() && (c.k.size(0) != kn.size(0) || c.k.size(1) != kn.size(1) || c.k.size(3) != kn.size(3)))
     fail<ShapeError>("AttentionCache", "new keys {} do not match the cache {}; hint: reset() the cache for a new batch",
                      shape_str(kn.shape()), shape_str(c.k.shape()));
   const int64_t cap = c.k.defined() ? c.k.size(2) : 0;
@@ -58,23 +58,29 @@ void cache_append(AttentionCache& c, const Tensor& kn, const Tensor& vn) {
 MultiHeadAttention::MultiHeadAttention(const MHAConfig& c, Generator& gen)
     : Module("MultiHeadAttention"), embed_dim(c.embed_dim), num_heads(c.num_heads),
       head_dim(c.num_heads > 0 ? c.embed_dim / c.num_heads : 0), kdim(c.kdim.value_or(c.embed_dim)),
-      vdim(c.vdim.value_or(c.embed_dim)), dropout(c.dropout), dropout_gen_(c.dropout_gen) {
+      vdim(c.vdim.value_or(c.embed_dim)), num_kv_heads(c.num_kv_heads.value_or(c.num_heads)), dropout(c.dropout),
+      dropout_gen_(c.dropout_gen) {
   const int64_t e = embed_dim;
   if (e <= 0 || num_heads <= 0 || e % num_heads != 0)
     fail<ValueError>("MultiHeadAttention", "embed_dim {} must be positive and divisible by num_heads {}", e, num_heads);
+  if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0)
+    fail<ValueError>("MultiHeadAttention", "num_kv_heads {} must be positive and divide num_heads {}; hint: {} is "
+                     "multi-head, 1 multi-query attention", num_kv_heads, num_heads, num_heads);
+  const int64_t kv = num_kv_heads * head_dim;  // G · D
   if (!(dropout >= 0 && dropout < 1)) fail<ValueError>("MultiHeadAttention", "dropout must be in [0, 1), got {}", dropout);
   if (dropout > 0 && !dropout_gen_) fail<ValueError>("MultiHeadAttention", "dropout {} needs a Generator", dropout);
   q_proj = register_module("q_proj", std::make_shared<Linear>(e, e, gen, c.bias, c.dtype));
-  k_proj = register_module("k_proj", std::make_shared<Linear>(kdim, e, gen, c.bias, c.dtype));
-  v_proj = register_module("v_proj", std::make_shared<Linear>(vdim, e, gen, c.bias, c.dtype));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(kdim, kv, gen, c.bias, c.dtype));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(vdim, kv, gen, c.bias, c.dtype));
   out_proj = register_module("out_proj", std::make_shared<Linear>(e, e, gen, c.bias, c.dtype));
   // PyTorch's init: xavier-uniform projections (when kdim == vdim == E, PyTorch
-  // packs q/k/v into one [3E, E] matrix, so the bound uses fan_out = 3E), zero
-  // biases; out_proj keeps Linear's weight init with a zero bias.
+  // packs q/k/v into one [3E, E] matrix, so the bound uses fan_out = 3E; with
+  // G < H the packed matrix is [E + 2·G·D, E]), zero biases; out_proj keeps
+  // Linear's weight init with a zero bias.
   const bool packed = kdim == e && vdim == e;
   for (auto* lin : {q_proj.get(), k_proj.get(), v_proj.get()}) {
     if (packed) {
-      const double b = std::sqrt(6.0 / static_cast<double>(e + 3 * e));
+      const double b = std::sqrt(6.0 / static_cast<double>(e + e + 2 * kv));
       init::uniform_(lin->weight, -b, b, gen);
     } else {
       init::xavier_uniform_(lin->weight, gen);
@@ -84,9 +90,9 @@ MultiHeadAttention::MultiHeadAttention(const MHAConfig& c, Generator& gen)
   if (c.bias) init::zeros_(out_proj->bias);
 }
 
-Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
-  // [B, L, E] -> [B, L, H, D] -> [B, H, L, D]: a strided view, no copy.
-  return x.reshape({x.size(0), x.size(1), num_heads, head_dim}).transpose(1, 2);
+Tensor MultiHeadAttention::split_heads(const Tensor& x, int64_t heads) const {
+  // [B, L, heads·D] -> [B, L, heads, D] -> [B, heads, L, D]: a strided view, no copy.
+  return x.reshape({x.size(0), x.size(1), heads, head_dim}).transpose(1, 2);
 }
 
 MHAOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -99,8 +105,8 @@ MHAOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
                      query.size(2), key.size(2), value.size(2), embed_dim, kdim, vdim);
   const int64_t B = query.size(0), T = query.size(1);
 
-  Tensor q = split_heads(q_proj->forward(query));  // [B, H, T, D]
-  Tensor k, v;                                      // [B, H, S, D]
+  Tensor q = split_heads(q_proj->forward(query), num_heads);  // [B, H, T, D]
+  Tensor k, v;                                                // [B, G, S, D]
   AttentionCache* cache = opt.cache;
   Tensor attn_mask = opt.attn_mask;
   bool is_causal = opt.is_causal;
@@ -108,8 +114,8 @@ MHAOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
     k = cache->keys();  // cross-attention: memory projected on the first step
     v = cache->values();
   } else {
-    k = split_heads(k_proj->forward(key));
-    v = split_heads(v_proj->forward(value));
+    k = split_heads(k_proj->forward(key), num_kv_heads);
+    v = split_heads(v_proj->forward(value), num_kv_heads);
     if (cache) {
       const int64_t t0 = cache->length;
       cache_append(*cache, k, v);
@@ -160,8 +166,24 @@ MHAOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
 
 std::string MultiHeadAttention::extra_repr() const {
   std::string s = fmt::format("embed_dim={}, num_heads={}, dropout={}", embed_dim, num_heads, dropout);
+  if (num_kv_heads != num_heads) s += fmt::format(", num_kv_heads={}", num_kv_heads);
   if (kdim != embed_dim || vdim != embed_dim) s += fmt::format(", kdim={}, vdim={}", kdim, vdim);
   return s;
+}
+
+Tensor mean_pool_kv_heads(const Tensor& proj, int64_t heads, int64_t kv_heads) {
+  if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
+    fail<ValueError>("mean_pool_kv_heads", "kv_heads {} must be positive and divide heads {}", kv_heads, heads);
+  if ((proj.dim() != 1 && proj.dim() != 2) || proj.size(0) % heads != 0)
+    fail<ShapeError>("mean_pool_kv_heads", "expected a projection weight [heads·D, in] or bias [heads·D] with heads = "
+                     "{}, got {}", heads, shape_str(proj.shape()));
+  NoGradGuard no_grad;
+  const int64_t D = proj.size(0) / heads, in = proj.dim() == 2 ? proj.size(1) : 1;
+  // [H·D, in] -> [G, R, D, in], mean over R -> [G·D, in]
+  const Tensor pooled = mean(proj.reshape({kv_heads, heads / kv_heads, D, in}), {1});
+  Shape out = proj.shape();
+  out[0] = kv_heads * D;
+  return pooled.reshape(out).contiguous();
 }
 
 // ---- observers on every attention module ----------------------------------------------

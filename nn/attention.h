@@ -2,9 +2,15 @@
 // explicit KV cache for incremental decoding.
 //
 // Shape legend: B batch, T query length, S key/value length, E model width,
-// H heads, D = E / H head width; kdim/vdim are the key/value input widths.
+// H query heads, D = E / H head width, G key/value heads (G divides H);
+// kdim/vdim are the key/value input widths.
 //   query [B, T, E], key [B, S, kdim], value [B, S, vdim]  ->  out [B, T, E]
-//   q [B, H, T, D], k/v [B, H, S, D] inside (views of the projections)
+//   q [B, H, T, D], k/v [B, G, S, D] inside (views of the projections)
+//
+// Grouped-query attention: k_proj and v_proj map to G·D features, not E, and
+// each group of H/G query heads shares one K/V head (G = H, the default, is
+// multi-head attention; G = 1 is multi-query attention). The KV cache then
+// keeps G heads, H/G times less than multi-head attention.
 //
 // Masks (PyTorch's polarity):
 //   attn_mask [T, S] or [B·H, T, S]: bool, true where attention is NOT allowed;
@@ -30,19 +36,19 @@
 namespace attograd {
 
 // What one attention layer keeps between decoding steps.
-//  - self-attention: K and V of every token decoded so far, [B, H, t, D] each,
+//  - self-attention: K and V of every token decoded so far, [B, G, t, D] each,
 //    grown by one step per call (stored in a buffer with spare capacity so a
 //    step copies only the new row, never the whole history);
-//  - cross-attention: K and V projected from the encoder memory, [B, H, S, D],
-//    computed on the first step and reused unchanged.
+//  - cross-attention: K and V projected from the encoder memory,
+//    [B, G, S, D], computed on the first step and reused unchanged.
 struct AttentionCache {
-  Tensor k, v;           // [B, H, capacity, D] storage; rows [0, length) are valid
+  Tensor k, v;           // [B, G, capacity, D] storage; rows [0, length) are valid
   int64_t length = 0;    // t
   bool cross = false;    // cross-attention: filled once from memory, then reused
   void reset() { k = v = Tensor(); length = 0; }
-  Tensor keys() const;    // [B, H, t, D] view
-  Tensor values() const;  // [B, H, t, D] view
-  size_t bytes_used() const;       // 2 · B · H · t · D · sizeof(dtype)
+  Tensor keys() const;    // [B, G, t, D] view
+  Tensor values() const;  // [B, G, t, D] view
+  size_t bytes_used() const;       // 2 · B · G · t · D · sizeof(dtype)
   size_t bytes_allocated() const;  // with spare capacity
 };
 
@@ -81,6 +87,7 @@ using AttentionObserver = std::function<void(AttentionCall&)>;
 struct MHAConfig {
   int64_t embed_dim = 0;                    // E
   int64_t num_heads = 1;                    // H, divides E
+  std::optional<int64_t> num_kv_heads;      // G, divides H; H when unset (multi-head attention)
   double dropout = 0.0;                     // on the attention weights, in training
   bool bias = true;                         // on all four projections
   std::optional<int64_t> kdim, vdim;        // key / value input widths; E when unset
@@ -94,6 +101,7 @@ class MultiHeadAttention : public Module {
   MultiHeadAttention(const MHAConfig& config, Generator& gen);
   MHAOutput forward(const Tensor& query, const Tensor& key, const Tensor& value, const MHAOptions& opt = {});
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
+  int64_t num_kv_heads;  // G: k_proj, v_proj give G · head_dim features
   double dropout;
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
   // Unset by default: the forward then keeps no weights and pays nothing for it.
@@ -103,9 +111,17 @@ class MultiHeadAttention : public Module {
   std::string extra_repr() const override;
 
  private:
-  Tensor split_heads(const Tensor& x) const;  // [B, L, E] -> [B, H, L, D] (a view)
+  Tensor split_heads(const Tensor& x, int64_t heads) const;  // [B, L, heads·D] -> [B, heads, L, D] (a view)
   std::shared_ptr<Generator> dropout_gen_;
 };
+
+// Ainslie et al. 2023's conversion of multi-head K/V projections to grouped
+// ones (the start of "uptraining"): a k_proj or v_proj weight [heads·D, in]
+// or bias [heads·D] becomes [kv_heads·D, in] / [kv_heads·D], group g's D rows
+// being the mean of the D rows of its heads g·R .. g·R + R − 1 (R = heads /
+// kv_heads, consecutive heads as MultiHeadAttention groups them). kv_heads =
+// heads returns a copy.
+Tensor mean_pool_kv_heads(const Tensor& proj, int64_t heads, int64_t kv_heads);
 
 // Every MultiHeadAttention below root, by dotted module name, in registration
 // order: {"encoder.layers.0.self_attn", module}, {"decoder.layers.0.self_attn", ...}, ...

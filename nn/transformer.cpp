@@ -25,6 +25,9 @@ void TransformerConfig::validate() const {
   if (d_model % heads != 0)
     fail<ValueError>("TransformerConfig", "heads ({}) must divide d_model ({}); hint: try heads = {}", heads, d_model,
                      d_model % 4 == 0 ? 4 : 1);
+  if (kv_heads && (*kv_heads <= 0 || heads % *kv_heads != 0))
+    fail<ValueError>("TransformerConfig", "kv_heads ({}) must be positive and divide heads ({}); hint: kv_heads = {} "
+                     "is multi-head, 1 multi-query attention", *kv_heads, heads, heads);
   if (!(dropout >= 0 && dropout < 1)) fail<ValueError>("TransformerConfig", "dropout must be in [0, 1), got {}", dropout);
   if (pad_id < 0 || pad_id >= std::min(src_vocab, tgt_vocab))
     fail<ValueError>("TransformerConfig", "pad_id {} is outside both vocabularies", pad_id);
@@ -32,6 +35,7 @@ void TransformerConfig::validate() const {
 
 nlohmann::json TransformerConfig::to_json() const {
   return {{"src_vocab", src_vocab}, {"tgt_vocab", tgt_vocab}, {"d_model", d_model}, {"heads", heads},
+          {"kv_heads", decoder_kv_heads()},
           {"d_ff", d_ff}, {"enc_layers", enc_layers}, {"dec_layers", dec_layers}, {"dropout", dropout},
           {"max_len", max_len}, {"pre_ln", pre_ln}, {"tie_embeddings", tie_embeddings},
           {"activation", activation == Activation::gelu ? "gelu" : "relu"}, {"pad_id", pad_id},
@@ -45,6 +49,7 @@ TransformerConfig TransformerConfig::from_json(const nlohmann::json& j) {
     c.tgt_vocab = j.at("tgt_vocab").get<int64_t>();
     c.d_model = j.at("d_model").get<int64_t>();
     c.heads = j.at("heads").get<int64_t>();
+    if (j.contains("kv_heads")) c.kv_heads = j.at("kv_heads").get<int64_t>();  // older checkpoints: heads
     c.d_ff = j.at("d_ff").get<int64_t>();
     c.enc_layers = j.at("enc_layers").get<int64_t>();
     c.dec_layers = j.at("dec_layers").get<int64_t>();
@@ -62,6 +67,31 @@ TransformerConfig TransformerConfig::from_json(const nlohmann::json& j) {
   }
   c.validate();
   return c;
+}
+
+// ---- grouped-query conversion ----------------------------------------------------------
+
+GroupedQueryModel to_grouped_query(const TransformerConfig& c, const TensorMap& state,
+                                   int64_t kv_heads) {
+  const int64_t from = c.decoder_kv_heads();
+  if (kv_heads <= 0 || from % kv_heads != 0)
+    fail<ValueError>("to_grouped_query", "kv_heads {} must be positive and divide the model's K/V heads {} "
+                     "(heads {}); hint: any divisor of {} works for a multi-head model", kv_heads, from, c.heads, c.heads);
+  GroupedQueryModel g{c, state};
+  g.config.kv_heads = kv_heads;
+  g.config.validate();
+  for (int64_t i = 0; i < c.dec_layers; ++i)
+    for (const char* attn : {"self_attn", "cross_attn"})
+      for (const char* proj : {"k_proj", "v_proj"})
+        for (const char* part : {"weight", "bias"}) {
+          const std::string name = fmt::format("decoder.layers.{}.{}.{}.{}", i, attn, proj, part);
+          auto it = g.state.find(name);
+          if (it == g.state.end())
+            fail<ValueError>("to_grouped_query", "the state lacks {}; hint: pass a Seq2SeqTransformer's state_dict "
+                             "with its config", name);
+          it->second = mean_pool_kv_heads(it->second, from, kv_heads);
+        }
+  return g;
 }
 
 // ---- feed-forward ----------------------------------------------------------------------
@@ -83,9 +113,10 @@ Tensor FeedForward::forward(const Tensor& x) {
 
 namespace {
 
-// Every attention module of a layer: E wide, H heads, the model's dropout.
-MHAConfig attention_config(const TransformerConfig& c, std::shared_ptr<Generator> dropout_gen) {
-  return {.embed_dim = c.d_model, .num_heads = c.heads, .dropout = c.dropout, .dropout_gen = std::move(dropout_gen)};
+// Every attention module of a layer: E wide, H heads, G K/V heads, the model's dropout.
+MHAConfig attention_config(const TransformerConfig& c, int64_t kv_heads, std::shared_ptr<Generator> dropout_gen) {
+  return {.embed_dim = c.d_model, .num_heads = c.heads, .num_kv_heads = kv_heads, .dropout = c.dropout,
+          .dropout_gen = std::move(dropout_gen)};
 }
 
 }  // namespace
@@ -95,7 +126,7 @@ MHAConfig attention_config(const TransformerConfig& c, std::shared_ptr<Generator
 TransformerEncoderLayer::TransformerEncoderLayer(const TransformerConfig& c, Generator& gen,
                                                  std::shared_ptr<Generator> dg)
     : Module("TransformerEncoderLayer"), pre_ln(c.pre_ln) {
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_config(c, dg), gen));
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_config(c, c.heads, dg), gen));
   ff = register_module("ff", std::make_shared<FeedForward>(c.d_model, c.d_ff, c.dropout, c.activation, gen, dg));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
@@ -172,8 +203,9 @@ size_t KVCache::bytes_allocated() const {
 TransformerDecoderLayer::TransformerDecoderLayer(const TransformerConfig& c, Generator& gen,
                                                  std::shared_ptr<Generator> dg)
     : Module("TransformerDecoderLayer"), pre_ln(c.pre_ln) {
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_config(c, dg), gen));
-  cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(attention_config(c, dg), gen));
+  const int64_t g = c.decoder_kv_heads();
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_config(c, g, dg), gen));
+  cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(attention_config(c, g, dg), gen));
   ff = register_module("ff", std::make_shared<FeedForward>(c.d_model, c.d_ff, c.dropout, c.activation, gen, dg));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));

@@ -12,6 +12,7 @@
 // FFN(x) = Linear2(Drop(act(Linear1(x)))), act = ReLU or GELU.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ enum class Activation { relu, gelu };
 struct TransformerConfig {
   int64_t src_vocab = 16, tgt_vocab = 16;
   int64_t d_model = 64, heads = 4, d_ff = 256;
+  // K/V heads G of the decoder's self- and cross-attention (grouped-query
+  // attention, as Ainslie et al. 2023 apply it: the encoder keeps no cache and
+  // stays multi-head); divides heads, heads when unset.
+  std::optional<int64_t> kv_heads;
+  int64_t decoder_kv_heads() const { return kv_heads.value_or(heads); }
   int64_t enc_layers = 2, dec_layers = 2;
   double dropout = 0.1;
   int64_t max_len = 256;
@@ -42,6 +48,18 @@ struct TransformerConfig {
   nlohmann::json to_json() const;
   static TransformerConfig from_json(const nlohmann::json& j);
 };
+
+// A model's parameters converted to grouped-query attention (Ainslie et al.
+// 2023): each decoder layer's self- and cross-attention k_proj, v_proj mean-
+// pooled from the config's decoder_kv_heads() to kv_heads groups (see
+// mean_pool_kv_heads); every other tensor unchanged. kv_heads must divide the
+// current K/V heads (so a multi-head model converts to any divisor of heads).
+struct GroupedQueryModel {
+  TransformerConfig config;  // kv_heads set
+  TensorMap state;
+};
+GroupedQueryModel to_grouped_query(const TransformerConfig& c, const TensorMap& state,
+                                   int64_t kv_heads);
 
 class FeedForward : public UnaryModule {
  public:
@@ -67,8 +85,8 @@ class TransformerEncoderLayer : public Module {
 
 // Per-layer attention caches for incremental decoding: what the decoder keeps.
 struct KVCache {
-  std::vector<AttentionCache> self_attn;   // K, V [B, H, t, D] per layer, one row per decoded step
-  std::vector<AttentionCache> cross_attn;  // K, V [B, H, S, D] per layer, projected from memory once
+  std::vector<AttentionCache> self_attn;   // K, V [B, G, t, D] per layer, one row per decoded step
+  std::vector<AttentionCache> cross_attn;  // K, V [B, G, S, D] per layer, projected from memory once
   explicit KVCache(size_t layers = 0);
   void reset();
   // Beam search: row i of every self-attention cache becomes old row origin[i].

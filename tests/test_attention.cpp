@@ -5,9 +5,11 @@
 #include <functional>
 #include <optional>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/gradcheck.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/ops.h>
@@ -27,6 +29,8 @@ const AttnFn kComposite = &scaled_dot_product_attention_composite;
 
 struct Sizes {
   int64_t B = 2, H = 2, T = 3, S = 4, D = 3, Dv = 2;
+  std::optional<int64_t> G;  // K/V heads; H when unset
+  int64_t kv() const { return G.value_or(H); }
 };
 
 // Bool mask with roughly `frac` of its entries true.
@@ -89,8 +93,8 @@ void expect_agree(const Outcome& f, const Outcome& c, double rtol, double atol) 
 void check_agreement(const Sizes& z, const std::function<void(AttentionOptions&, Generator&, DType)>& set_masks,
                      DType dt = DType::f64) {
   Generator gen(7);
-  Tensor q = randn_leaf({z.B, z.H, z.T, z.D}, gen, dt), k = randn_leaf({z.B, z.H, z.S, z.D}, gen, dt);
-  Tensor v = randn_leaf({z.B, z.H, z.S, z.Dv}, gen, dt);
+  Tensor q = randn_leaf({z.B, z.H, z.T, z.D}, gen, dt), k = randn_leaf({z.B, z.kv(), z.S, z.D}, gen, dt);
+  Tensor v = randn_leaf({z.B, z.kv(), z.S, z.Dv}, gen, dt);
   AttentionOptions o;
   o.need_weights = true;
   set_masks(o, gen, dt);
@@ -104,8 +108,8 @@ void check_agreement(const Sizes& z, const std::function<void(AttentionOptions&,
 void check_grads(AttnFn fn, const Sizes& z, const std::function<void(AttentionOptions&, Generator&)>& set_masks) {
   Generator gen(11);
   const DType dt = DType::f64;
-  Tensor q = randn_leaf({z.B, z.H, z.T, z.D}, gen, dt), k = randn_leaf({z.B, z.H, z.S, z.D}, gen, dt);
-  Tensor v = randn_leaf({z.B, z.H, z.S, z.Dv}, gen, dt);
+  Tensor q = randn_leaf({z.B, z.H, z.T, z.D}, gen, dt), k = randn_leaf({z.B, z.kv(), z.S, z.D}, gen, dt);
+  Tensor v = randn_leaf({z.B, z.kv(), z.S, z.Dv}, gen, dt);
   AttentionOptions o;
   set_masks(o, gen);
   std::vector<Tensor> inputs{q, k, v};
@@ -216,6 +220,141 @@ TEST(Attention, GradcheckCompositeEveryMaskKind) {
     SCOPED_TRACE(m.name);
     check_grads(kComposite, m.sizes, [&](AttentionOptions& o, Generator& g) { m.set(o, g, DType::f64); });
   }
+}
+
+// ---- grouped-query attention: k, v [B, G, S, ·] shared by H/G query heads ------
+
+namespace {
+
+// Mask kinds at H = 4 (so G ∈ {1, 2, 4} all divide H); per-head masks are [B·H, T, S].
+std::vector<MaskKind> grouped_kinds(int64_t G) {
+  Sizes base{2, 4, 3, 4, 3, 2, G};
+  Sizes cross = base;
+  cross.T = 2;
+  cross.S = 5;
+  return {
+      {"none", base, [](AttentionOptions&, Generator&, DType) {}},
+      {"causal + key padding", base,
+       [](AttentionOptions& o, Generator&, DType) {
+         o.is_causal = true;
+         o.key_padding_mask = padding(2, 4, {0, 1});
+       }},
+      {"bool [T,S]", base, [](AttentionOptions& o, Generator& g, DType) { o.attn_mask = random_bool({3, 4}, g, 0.3); }},
+      {"float [B*H,T,S] learning", base,
+       [](AttentionOptions& o, Generator& g, DType dt) {
+         o.attn_mask = random_bias({8, 3, 4}, g, dt, 0.2).requires_grad_();
+       }},
+      {"float [T,S] learning", base,
+       [](AttentionOptions& o, Generator& g, DType dt) { o.attn_mask = random_bias({3, 4}, g, dt, 0.0).requires_grad_(); }},
+      {"cross S != T", cross, [](AttentionOptions& o, Generator&, DType) { o.key_padding_mask = padding(2, 5, {2, 0}); }},
+  };
+}
+
+}  // namespace
+
+TEST(Attention, GroupedFusedMatchesComposite) {
+  for (int64_t G : {1, 2, 4}) {
+    for (const MaskKind& m : grouped_kinds(G)) {
+      SCOPED_TRACE(fmt::format("G = {}, {}", G, m.name));
+      check_agreement(m.sizes, m.set);
+      check_agreement(m.sizes, m.set, DType::f32);
+    }
+  }
+}
+
+TEST(Attention, GroupedGradcheckFused) {
+  for (int64_t G : {1, 2, 4}) {
+    for (const MaskKind& m : grouped_kinds(G)) {
+      SCOPED_TRACE(fmt::format("G = {}, {}", G, m.name));
+      check_grads(kFused, m.sizes, [&](AttentionOptions& o, Generator& g) { m.set(o, g, DType::f64); });
+    }
+  }
+}
+
+TEST(Attention, GroupedGradcheckComposite) {
+  Sizes z{2, 4, 3, 4, 3, 2, 2};
+  check_grads(kComposite, z, [](AttentionOptions& o, Generator&) { o.is_causal = true; });
+}
+
+TEST(Attention, GroupedEqualsMultiHeadWithRepeatedHeads) {
+  // G K/V heads, each repeated for its H/G query heads (torch.repeat_interleave
+  // on dim 1), is multi-head attention; the gradient of a shared head is the
+  // sum of the repeated heads' gradients.
+  Generator gen(23);
+  const int64_t B = 2, H = 6, G = 2, T = 3, S = 5, D = 4;
+  Tensor q = randn_leaf({B, H, T, D}, gen, DType::f64);
+  Tensor k = randn_leaf({B, G, S, D}, gen, DType::f64), v = randn_leaf({B, G, S, D}, gen, DType::f64);
+  AttentionOptions o;
+  o.is_causal = true;
+  o.need_weights = true;
+  const Outcome grouped = run(kFused, q, k, v, o);
+  EXPECT_EQ(grouped.dk.shape(), (Shape{B, G, S, D}));
+  EXPECT_EQ(grouped.weights.shape(), (Shape{B, H, T, S}));  // per query head
+  std::vector<double> kr, vr;  // repeat_interleave by hand
+  const auto kd = k.to_vector<double>(), vd = v.to_vector<double>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < S * D; ++i) {
+        kr.push_back(kd[static_cast<size_t>((b * G + h / (H / G)) * S * D + i)]);
+        vr.push_back(vd[static_cast<size_t>((b * G + h / (H / G)) * S * D + i)]);
+      }
+  Tensor k_rep = Tensor::from_vector(kr, {B, H, S, D}, DType::f64).requires_grad_();
+  Tensor v_rep = Tensor::from_vector(vr, {B, H, S, D}, DType::f64).requires_grad_();
+  q.zero_grad();
+  const Outcome full = run(kFused, q, k_rep, v_rep, o);
+  expect_close(grouped.out, full.out, 1e-12, 1e-12);
+  expect_close(grouped.weights, full.weights, 1e-12, 1e-12);
+  expect_close(grouped.dq, full.dq, 1e-12, 1e-12);
+  const Tensor dk_summed = sum(full.dk.reshape({B, G, H / G, S, D}), {2});
+  const Tensor dv_summed = sum(full.dv.reshape({B, G, H / G, S, D}), {2});
+  expect_close(grouped.dk, dk_summed, 1e-12, 1e-12);
+  expect_close(grouped.dv, dv_summed, 1e-12, 1e-12);
+}
+
+TEST(Attention, GroupedDropoutMatchesComposite) {
+  Generator gen(29);
+  Tensor q = randn_leaf({2, 4, 4, 3}, gen, DType::f64), k = randn_leaf({2, 2, 5, 3}, gen, DType::f64);
+  Tensor v = randn_leaf({2, 2, 5, 2}, gen, DType::f64);
+  auto with_seed = [&](AttnFn fn) {
+    Generator g(42);
+    AttentionOptions o;
+    o.dropout_p = 0.3;
+    o.need_weights = true;
+    o.generator = &g;
+    return run(fn, q, k, v, o);
+  };
+  expect_agree(with_seed(kFused), with_seed(kComposite), 1e-12, 1e-12);
+}
+
+TEST(Attention, GroupedAcrossThreadsMatchesOneThread) {
+  Generator gen(31);
+  Tensor q = randn_leaf({3, 8, 9, 4}, gen, DType::f64), k = randn_leaf({3, 2, 11, 4}, gen, DType::f64);
+  Tensor v = randn_leaf({3, 2, 11, 5}, gen, DType::f64);
+  AttentionOptions o;
+  o.key_padding_mask = random_bool({3, 11}, gen, 0.2);
+  const int before = num_threads();
+  set_num_threads(1);
+  const Outcome one = run(kFused, q, k, v, o);
+  set_num_threads(2);
+  const Outcome two = run(kFused, q, k, v, o);
+  set_num_threads(before);
+  expect_agree(one, two, 0, 0);  // bit for bit: a group's heads add into dK, dV on one thread, in order
+}
+
+TEST(Attention, GroupedErrorsNameTheOpAndTheHeads) {
+  Generator gen(37);
+  const Tensor q = Tensor::randn({2, 4, 3, 2}, gen), k = Tensor::randn({2, 3, 5, 2}, gen);
+  for (const auto& [name, msg] :
+       {std::pair{"scaled_dot_product_attention", error_message<ShapeError>([&] { scaled_dot_product_attention(q, k, k); })},
+        std::pair{"scaled_dot_product_attention_composite",
+                  error_message<ShapeError>([&] { scaled_dot_product_attention_composite(q, k, k); })}}) {
+    for (const char* part : {name, "G = 3", "H = 4", "[2, 3, 5, 2]", "[2, 4, 3, 2]"})
+      EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' missing in: " << msg;
+  }
+  // k and v must have the same number of K/V heads
+  const std::string kv = error_message<ShapeError>(
+      [&] { scaled_dot_product_attention(q, Tensor::randn({2, 2, 5, 2}, gen), Tensor::randn({2, 1, 5, 2}, gen)); });
+  EXPECT_NE(kv.find("[2, 1, 5, 2]"), std::string::npos) << kv;
 }
 
 // ---- hand-computed values ------------------------------------------------------

@@ -32,6 +32,34 @@ Tensor composed_forward(MultiHeadAttention& m, const Tensor& query, const Tensor
 
 }  // namespace
 
+TEST(AttentionObserver, GroupedAttentionReportsEveryQueryHead) {
+  // With G = 2 K/V heads for H = 4 query heads, the observer still sees one
+  // weight matrix and one output per query head, and scales query heads.
+  Generator gen(1), g(2);
+  MultiHeadAttention mha({.embed_dim = 8, .num_heads = 4, .num_kv_heads = 2, .dtype = DType::f64}, gen);
+  const Tensor q = Tensor::randn({3, 4, 8}, g, DType::f64), kv = Tensor::randn({3, 5, 8}, g, DType::f64);
+  Tensor weights, heads;
+  const Tensor scale = Tensor::from_vector(std::vector<double>{1, 0, 1, 0.5}, {4}, DType::f64);
+  mha.observer = [&](AttentionCall& c) {
+    weights = c.weights;
+    heads = c.heads;
+    c.head_scale = scale;
+  };
+  const Tensor out = mha.forward(q, kv, kv).out;
+  EXPECT_EQ(weights.shape(), (Shape{3, 4, 4, 5}));
+  EXPECT_EQ(heads.shape(), (Shape{3, 4, 4, 2}));
+  // Heads 0 and 1 share K/V head 0 but have their own queries, so their weights differ.
+  EXPECT_NE(weights.narrow(1, 0, 1).to_vector<double>(), weights.narrow(1, 1, 1).to_vector<double>());
+  mha.observer = nullptr;
+  AttentionOptions o;
+  const int64_t B = 3, T = 4, D = 2;
+  auto split = [&](const Tensor& x, int64_t n) { return x.reshape({B, x.size(1), n, D}).transpose(1, 2); };
+  Tensor ref = scaled_dot_product_attention(split(mha.q_proj->forward(q), 4), split(mha.k_proj->forward(kv), 2),
+                                            split(mha.v_proj->forward(kv), 2), o).out;
+  ref = mha.out_proj->forward((ref * scale.reshape({1, 4, 1, 1})).transpose(1, 2).reshape({B, T, 8}));
+  expect_close(out, ref, 1e-12, 1e-12);
+}
+
 TEST(AttentionObserver, SeesWeightsAndHeadsOfEachForward) {
   Generator gen(1), g(2);
   MultiHeadAttention mha({.embed_dim = 8, .num_heads = 2}, gen);

@@ -6,10 +6,13 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <regex>
 
 #include <nlohmann/json.hpp>
 
+#include "examples/common/checkpoint.h"
+#include <attograd/nn/transformer.h>
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -91,6 +94,8 @@ TEST_F(HeadsStudy, BadFlagsGetOneLineAndExitCode2) {
       {{"--quick", "--langs", "xx"}, "unknown target language 'xx'"},
       {{"stray"}, "unexpected argument 'stray'"},
       {{"--inspect", "/nonexistent/ckpt"}, "/nonexistent/ckpt"},
+      {{"--quick", "--kv-bench", "--heads", "4", "--kv-heads", "3"}, "--kv-heads 3 does not divide the benchmarked heads 4"},
+      {{"--convert-gqa", "/nonexistent/ckpt", "--kv-heads", "1"}, "--convert-gqa needs --kv-heads G and --to"},
   };
   for (const auto& [args, phrase] : cases) {
     std::vector<std::string> a = args;
@@ -100,4 +105,71 @@ TEST_F(HeadsStudy, BadFlagsGetOneLineAndExitCode2) {
     EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
     EXPECT_NE(r.err.find(phrase), std::string::npos) << "'" << phrase << "' not in: " << r.err;
   }
+}
+
+TEST_F(HeadsStudy, KVBenchShrinksTheCacheByHOverG) {
+  const std::string out = dir_ + "/kv";
+  const auto r = run_program(kProgram, {"--quick", "--kv-bench", "--out", out, "--data", kData, "--heads", "4",
+                                        "--kv-heads", "4,2,1"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const std::string kv = read_text(out + "/kv-bench.md");
+  // | G | length | ms | ms | speedup | yes | bytes used | formula | bytes allocated |
+  const std::regex row(R"(\| (\d) \| (\d+) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| yes \| (\d+) \| (\d+) \| (\d+) \|)");
+  std::map<std::pair<int, int>, long long> used;
+  for (auto it = std::sregex_iterator(kv.begin(), kv.end(), row); it != std::sregex_iterator(); ++it) {
+    EXPECT_EQ((*it)[3], (*it)[4]);
+    EXPECT_GE(std::stoll((*it)[5]), std::stoll((*it)[3]));
+    used[{std::stoi((*it)[1]), std::stoi((*it)[2])}] = std::stoll((*it)[3]);
+  }
+  ASSERT_EQ(used.size(), 6u) << kv;
+  for (int len : {8, 16}) {
+    const long long g4 = used[{4, len}], g2 = used[{2, len}], g1 = used[{1, len}];
+    EXPECT_EQ(g4, 2 * g2);
+    EXPECT_EQ(g4, 4 * g1);
+  }
+}
+
+TEST_F(HeadsStudy, ConvertGqaPoolsTheDecoderKVProjections) {
+  using namespace attograd;
+  TransformerConfig c;
+  c.src_vocab = 7;
+  c.tgt_vocab = 9;
+  c.d_model = 8;
+  c.heads = 4;
+  c.d_ff = 12;
+  c.enc_layers = 1;
+  c.dec_layers = 1;
+  c.max_len = 16;
+  Generator gen(3);
+  const Seq2SeqTransformer model(c, gen, nullptr);
+  CheckpointMeta meta{c.to_json(), std::vector<std::string>(7, "a"), std::vector<std::string>(9, "b"),
+                      nlohmann::json{{"lang", "fr"}}};
+  for (int i = 0; i < 7; ++i) meta.vocab_src[static_cast<size_t>(i)] += std::to_string(i);
+  for (int i = 0; i < 9; ++i) meta.vocab_tgt[static_cast<size_t>(i)] += std::to_string(i);
+  TrainProgress progress;
+  progress.step = 5;
+  save_checkpoint(dir_ + "/mha", model.state_dict(), {}, meta, progress, 1);
+
+  const std::string out = dir_ + "/gqa.model.safetensors";
+  const auto r = run_program(kProgram, {"--convert-gqa", dir_ + "/mha", "--kv-heads", "2", "--to", out}, dir_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("decoder K/V heads 4 -> 2"), std::string::npos) << r.out;
+  const Checkpoint g = load_checkpoint(out, false);
+  EXPECT_EQ(g.meta.config.at("kv_heads"), 2);
+  EXPECT_EQ(g.meta.vocab_src, meta.vocab_src);
+  EXPECT_EQ(g.meta.task, meta.task);
+  const TensorMap before = model.state_dict();
+  ASSERT_EQ(g.model.size(), before.size());
+  for (const auto& [name, t] : before) {
+    const bool pooled = name.starts_with("decoder.") && (name.find("k_proj") != std::string::npos ||
+                                                         name.find("v_proj") != std::string::npos);
+    const Tensor expect = pooled ? mean_pool_kv_heads(t, 4, 2) : t;
+    EXPECT_EQ(g.model.at(name).to_vector<float>(), expect.to_vector<float>()) << name;
+  }
+  Seq2SeqTransformer loaded(TransformerConfig::from_json(g.meta.config), gen, nullptr);
+  loaded.load_state_dict(g.model);  // the shapes fit a G = 2 model
+
+  const auto bad = run_program(kProgram, {"--convert-gqa", dir_ + "/mha", "--kv-heads", "3", "--to", out}, dir_);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--kv-heads 3 must divide the model's heads 4"), std::string::npos) << bad.err;
 }

@@ -35,7 +35,9 @@ TEST(MemoryEstimate, ParameterCountMatchesTheModel) {
   TransformerConfig gelu = config(24, 2, 40, 2, 1);
   gelu.activation = Activation::gelu;
   gelu.dropout = 0.1;
-  configs.insert(configs.end(), {post, tied, gelu});
+  TransformerConfig grouped = config(32, 4, 96, 2, 2);
+  grouped.kv_heads = 2;  // decoder k_proj, v_proj: 32 -> 16
+  configs.insert(configs.end(), {post, tied, gelu, grouped});
   for (const TransformerConfig& c : configs) {
     Generator gen(1);
     const Seq2SeqTransformer model(c, gen, nullptr);

@@ -32,6 +32,43 @@ TransformerConfig tiny_config() {
   return c;
 }
 
+// x [B, T, E] fed through mha's causal self-attention one step at a time,
+// with `cache`, gives the outputs of one causal forward; returns those.
+Tensor expect_cached_steps_match_full(MultiHeadAttention& mha, const Tensor& x, AttentionCache& cache) {
+  mha.eval();
+  NoGradGuard no_grad;
+  MHAOptions full;
+  full.is_causal = true;
+  Tensor ref = mha.forward(x, x, x, full).out;
+  std::vector<Tensor> steps;
+  for (int64_t t = 0; t < x.size(1); ++t) {
+    MHAOptions o;
+    o.is_causal = true;
+    o.cache = &cache;
+    Tensor xt = x.narrow(1, t, 1);
+    steps.push_back(mha.forward(xt, xt, xt, o).out);
+  }
+  expect_close(cat(steps, 1), ref, 1e-5, 1e-5);
+  return ref;
+}
+
+// Decodes a fixed batch of 2 (source length 4, one padded) to 4 target steps
+// with a KV cache, expects the logits of one full decode; returns the cache.
+KVCache decode_cached_and_full(Seq2SeqTransformer& m) {
+  m.eval();
+  NoGradGuard no_grad;
+  Tensor src = Tensor::from_vector(std::vector<int64_t>{4, 5, 6, 2, 4, 2, 0, 0}, {2, 4});
+  Tensor kpm = eq(src, Tensor::zeros({}, DType::i64));
+  Tensor tgt = Tensor::from_vector(std::vector<int64_t>{1, 7, 8, 3, 1, 5, 6, 4}, {2, 4});
+  Tensor mem = m.encode(src, kpm);
+  Tensor full = m.decode(tgt, mem, kpm);
+  KVCache cache = m.make_cache();
+  std::vector<Tensor> steps;
+  for (int t = 0; t < 4; ++t) steps.push_back(m.decode(tgt.narrow(1, t, 1), mem, kpm, Tensor(), &cache));
+  expect_close(cat(steps, 1), full, 1e-5, 1e-5);
+  return cache;
+}
+
 }  // namespace
 
 TEST(Linear, ValuesAndGradcheck) {
@@ -178,22 +215,10 @@ TEST(MultiHeadAttention, CausalBackwardSendsNoGradientToTheFuture) {
 TEST(MultiHeadAttention, KVCacheMatchesFullCausalForward) {
   Generator gen(0), g(7);
   MultiHeadAttention mha({.embed_dim = 16, .num_heads = 4}, gen);
-  mha.eval();
   NoGradGuard no_grad;
   Tensor x = Tensor::randn({2, 6, 16}, g);
-  MHAOptions full;
-  full.is_causal = true;
-  Tensor ref = mha.forward(x, x, x, full).out;
   AttentionCache cache;
-  std::vector<Tensor> steps;
-  for (int t = 0; t < 6; ++t) {
-    MHAOptions o;
-    o.is_causal = true;
-    o.cache = &cache;
-    Tensor xt = x.narrow(1, t, 1);
-    steps.push_back(mha.forward(xt, xt, xt, o).out);
-  }
-  expect_close(cat(steps, 1), ref, 1e-5, 1e-5);
+  const Tensor ref = expect_cached_steps_match_full(mha, x, cache);
   EXPECT_EQ(cache.length, 6);
   EXPECT_EQ(cache.bytes_used(), 2u * 2 * 4 * 6 * 4 * sizeof(float));
   EXPECT_GE(cache.bytes_allocated(), cache.bytes_used());
@@ -205,6 +230,129 @@ TEST(MultiHeadAttention, KVCacheMatchesFullCausalForward) {
   Tensor first = mha.forward(x.narrow(1, 0, 4), x.narrow(1, 0, 4), x.narrow(1, 0, 4), o).out;
   Tensor rest = mha.forward(x.narrow(1, 4, 2), x.narrow(1, 4, 2), x.narrow(1, 4, 2), o).out;
   expect_close(cat({first, rest}, 1), ref, 1e-5, 1e-5);
+}
+
+// ---- grouped-query attention: G K/V heads shared by groups of H/G query heads ----
+
+TEST(MultiHeadAttention, GroupedProjectionsAndGradcheck) {
+  for (int64_t G : {1, 2, 4}) {
+    SCOPED_TRACE(G);
+    Generator gen(0), g(5);
+    MultiHeadAttention mha({.embed_dim = 8, .num_heads = 4, .num_kv_heads = G}, gen);
+    EXPECT_EQ(mha.num_kv_heads, G);
+    EXPECT_EQ(mha.k_proj->weight.shape(), (Shape{G * 2, 8}));  // E -> G·D
+    EXPECT_EQ(mha.v_proj->weight.shape(), (Shape{G * 2, 8}));
+    EXPECT_EQ(mha.q_proj->weight.shape(), (Shape{8, 8}));
+    Tensor x = randn_leaf({2, 3, 8}, g);
+    MHAOptions causal;
+    causal.is_causal = true;
+    gradcheck_module(mha, {x}, [&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[0], in[0], causal).out; });
+    Tensor mem = randn_leaf({2, 5, 8}, g);
+    MHAOptions pad;
+    pad.key_padding_mask = Tensor::from_vector(std::vector<bool>{false, false, false, true, true, false, false, false,
+                                                                 false, false}, {2, 5});
+    pad.need_weights = true;
+    gradcheck_module(mha, {x, mem},
+                     [&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[1], in[1], pad).out; });
+    EXPECT_EQ(mha.forward(x, mem, mem, pad).weights.shape(), (Shape{2, 4, 3, 5}));  // per query head
+  }
+}
+
+TEST(MultiHeadAttention, GroupedHeadsMustDivideHeads) {
+  Generator gen(0);
+  const std::string msg = error_message<ValueError>(
+      [&] { MultiHeadAttention({.embed_dim = 12, .num_heads = 4, .num_kv_heads = 3}, gen); });
+  for (const char* part : {"MultiHeadAttention", "num_kv_heads 3", "num_heads 4"})
+    EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' missing in: " << msg;
+  EXPECT_THROW(MultiHeadAttention({.embed_dim = 12, .num_heads = 4, .num_kv_heads = 0}, gen), ValueError);
+}
+
+TEST(MultiHeadAttention, GroupedKVCacheMatchesFullAndIsSizedByG) {
+  for (int64_t G : {1, 2}) {
+    SCOPED_TRACE(G);
+    Generator gen(0), g(7);
+    MultiHeadAttention mha({.embed_dim = 16, .num_heads = 4, .num_kv_heads = G}, gen);
+    AttentionCache cache;
+    expect_cached_steps_match_full(mha, Tensor::randn({2, 6, 16}, g), cache);
+    EXPECT_EQ(cache.keys().shape(), (Shape{2, G, 6, 4}));
+    EXPECT_EQ(cache.bytes_used(), 2u * 2 * G * 6 * 4 * sizeof(float));  // 2 · B · G · t · D · 4
+    EXPECT_EQ(cache.bytes_allocated(), 2u * 2 * G * 16 * 4 * sizeof(float));  // capacity 16
+  }
+}
+
+TEST(Transformer, GroupedCachedDecodingMatchesFullDecode) {
+  Generator gen(0);
+  TransformerConfig c = tiny_config();
+  c.heads = 4;  // D = 2
+  c.kv_heads = 1;
+  c.dec_layers = 2;
+  Seq2SeqTransformer m(c, gen, nullptr);
+  EXPECT_EQ((*m.encoder->layers)[0].self_attn->num_kv_heads, 4);  // the encoder keeps no cache: multi-head
+  EXPECT_EQ((*m.decoder->layers)[1].cross_attn->num_kv_heads, 1);
+  const KVCache cache = decode_cached_and_full(m);
+  // self: 2 layers x K,V [2, 1, 4, 2]; cross: 2 layers x K,V [2, 1, 4(S), 2] — a quarter of G = H's bytes
+  EXPECT_EQ(cache.bytes_used(), 2u * (2 * 2 * 1 * 4 * 2) * sizeof(float) * 2);
+}
+
+TEST(Transformer, KVHeadsConfigRoundTripsAndValidates) {
+  TransformerConfig c = tiny_config();
+  EXPECT_EQ(c.to_json().at("kv_heads"), 2);  // written as heads when unset
+  c.kv_heads = 1;
+  auto j = c.to_json();
+  EXPECT_EQ(TransformerConfig::from_json(j).kv_heads, std::optional<int64_t>(1));
+  j.erase("kv_heads");  // a checkpoint from before grouped-query attention
+  EXPECT_EQ(TransformerConfig::from_json(j).decoder_kv_heads(), 2);
+  c.kv_heads = 3;
+  const std::string msg = error_message<ValueError>([&] { c.validate(); });
+  EXPECT_NE(msg.find("kv_heads (3) must be positive and divide heads (2)"), std::string::npos) << msg;
+}
+
+TEST(MultiHeadAttention, MeanPoolKVHeadsAveragesEachGroupsRows) {
+  // heads 4, D 2, in 3: row r of head h holds 100·h + 10·r + column
+  std::vector<double> w;
+  for (int h = 0; h < 4; ++h)
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 3; ++c) w.push_back(100 * h + 10 * r + c);
+  const Tensor weight = Tensor::from_vector(w, {8, 3}, DType::f64);
+  const Tensor pooled = mean_pool_kv_heads(weight, 4, 2);  // groups {0, 1}, {2, 3}
+  EXPECT_EQ(pooled.shape(), (Shape{4, 3}));
+  const std::vector<double> expect{50, 51, 52, 60, 61, 62, 250, 251, 252, 260, 261, 262};
+  EXPECT_EQ(pooled.to_vector<double>(), expect);
+  EXPECT_EQ(mean_pool_kv_heads(weight, 4, 1).to_vector<double>(), (std::vector<double>{150, 151, 152, 160, 161, 162}));
+  EXPECT_EQ(mean_pool_kv_heads(weight, 4, 4).to_vector<double>(), w);  // G = H: the identity
+  const Tensor bias = Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}, {8}, DType::f64);
+  EXPECT_EQ(mean_pool_kv_heads(bias, 4, 2).to_vector<double>(), (std::vector<double>{2, 3, 6, 7}));
+  EXPECT_NE(error_message<ValueError>([&] { mean_pool_kv_heads(weight, 4, 3); }).find("kv_heads 3"), std::string::npos);
+}
+
+TEST(Transformer, ToGroupedQueryPoolsTheDecoderKVProjections) {
+  Generator gen(0);
+  TransformerConfig c = tiny_config();
+  c.heads = 4;
+  Seq2SeqTransformer mha(c, gen, nullptr);
+  const TensorMap state = mha.state_dict();
+  // G = H is the identity: same config heads, same tensors, same outputs.
+  const GroupedQueryModel same = to_grouped_query(c, state, 4);
+  for (const auto& [name, t] : state) EXPECT_EQ(same.state.at(name).to_vector<float>(), t.to_vector<float>()) << name;
+  // G = 2: the decoder's K/V projections pooled, everything else unchanged; the result loads into a G = 2 model.
+  const GroupedQueryModel g = to_grouped_query(c, state, 2);
+  EXPECT_EQ(g.config.kv_heads, std::optional<int64_t>(2));
+  Seq2SeqTransformer gqa(g.config, gen, nullptr);
+  gqa.load_state_dict(g.state);
+  for (const auto& [name, t] : state) {
+    const bool pooled = name.starts_with("decoder.") && (name.find(".k_proj.") != std::string::npos ||
+                                                         name.find(".v_proj.") != std::string::npos);
+    if (!pooled) {
+      EXPECT_EQ(g.state.at(name).to_vector<float>(), t.to_vector<float>()) << name;
+      continue;
+    }
+    expect_close(g.state.at(name), mean_pool_kv_heads(t, 4, 2), 0, 0);
+    EXPECT_EQ(g.state.at(name).size(0), 4) << name;  // G·D = 2·2
+  }
+  // and from G = 2 on to G = 1 (a divisor of the current K/V heads), but not to 3
+  EXPECT_EQ(to_grouped_query(g.config, g.state, 1).config.kv_heads, std::optional<int64_t>(1));
+  const std::string msg = error_message<ValueError>([&] { to_grouped_query(g.config, g.state, 4); });
+  EXPECT_NE(msg.find("kv_heads 4 must be positive and divide the model's K/V heads 2"), std::string::npos) << msg;
 }
 
 TEST(Transformer, EncoderDecoderLayersGradcheck) {
@@ -248,17 +396,7 @@ TEST(Transformer, CachedDecodingMatchesFullDecode) {
   TransformerConfig c = tiny_config();
   c.dec_layers = 2;
   Seq2SeqTransformer m(c, gen, nullptr);
-  m.eval();
-  NoGradGuard no_grad;
-  Tensor src = Tensor::from_vector(std::vector<int64_t>{4, 5, 6, 2, 4, 2, 0, 0}, {2, 4});
-  Tensor kpm = eq(src, Tensor::zeros({}, DType::i64));
-  Tensor tgt = Tensor::from_vector(std::vector<int64_t>{1, 7, 8, 3, 1, 5, 6, 4}, {2, 4});
-  Tensor mem = m.encode(src, kpm);
-  Tensor full = m.decode(tgt, mem, kpm);
-  KVCache cache = m.make_cache();
-  std::vector<Tensor> steps;
-  for (int t = 0; t < 4; ++t) steps.push_back(m.decode(tgt.narrow(1, t, 1), mem, kpm, Tensor(), &cache));
-  expect_close(cat(steps, 1), full, 1e-5, 1e-5);
+  const KVCache cache = decode_cached_and_full(m);
   EXPECT_EQ(cache.length(), 4);
   // self: 2 layers x K,V [2, 2, 4, 4]; cross: 2 layers x K,V [2, 2, 4(S), 4]
   EXPECT_EQ(cache.bytes_used(), 2u * (2 * 2 * 2 * 4 * 4) * sizeof(float) * 2);

@@ -80,8 +80,11 @@ TEST_P(MHAFixture, MatchesPyTorch) {
   auto md = [&](const char* k) { return nlohmann::json::parse(f.metadata.at(k)); };
   const int64_t E = md("embed_dim").get<int64_t>(), H = md("num_heads").get<int64_t>();
   const bool self_attn = md("self_attention").get<bool>();
+  // K/V heads G (grouped-query attention); the torch twin repeats each K/V head for its group.
+  const int64_t G = f.metadata.count("num_kv_heads") ? md("num_kv_heads").get<int64_t>() : H;
   Generator gen(0);
-  MultiHeadAttention mha({.embed_dim = E, .num_heads = H, .dtype = DType::f64}, gen);
+  MultiHeadAttention mha({.embed_dim = E, .num_heads = H, .num_kv_heads = G, .dtype = DType::f64}, gen);
+  EXPECT_EQ(mha.k_proj->weight.shape(), (Shape{G * (E / H), E}));
   load_weights(mha, f.tensors);
   Tensor q = f.tensors.at("query").requires_grad_();
   Tensor k = self_attn ? q : f.tensors.at("key").requires_grad_();
@@ -104,7 +107,8 @@ TEST_P(MHAFixture, MatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, MHAFixture,
-                         ::testing::Values("mha_nomask", "mha_causal", "mha_key_padding", "mha_cross"));
+                         ::testing::Values("mha_nomask", "mha_causal", "mha_key_padding", "mha_cross", "gqa_causal",
+                                           "mqa_cross"));
 
 TEST(TorchFixtures, Seq2SeqForwardAndCrossEntropyBackward) {
   auto f = fixture("seq2seq.safetensors");

@@ -110,3 +110,21 @@ TEST_F(TrainerFlags, SkipGivesUpByDefault) {
 
 }  // namespace
 }  // namespace attograd
+
+namespace attograd {
+namespace {
+
+TEST_F(TrainerFlags, KVHeadsTrainsAGroupedDecoderAndIsSavedInTheCheckpoint) {
+  const std::string ck = dir_ + "/ck-gqa";
+  const auto r = run({"--kv-heads", "1", "--steps", "2", "--warmup", "1", "--checkpoint-dir", ck});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Checkpoint c = load_checkpoint(ck, true);
+  EXPECT_EQ(c.meta.config.at("kv_heads"), 1);
+  EXPECT_EQ(c.model.at("decoder.layers.0.self_attn.k_proj.weight").shape(), (Shape{8, 16}));  // G·D = 1·8
+  EXPECT_EQ(c.model.at("encoder.layers.0.self_attn.k_proj.weight").shape(), (Shape{16, 16}));
+  EXPECT_EQ(run({"--kv-heads", "1", "--steps", "3", "--warmup", "1", "--checkpoint-dir", ck, "--resume"}).code, 0);
+  testing::expect_one_line_error(run({"--kv-heads", "3"}), "copy_task", "--kv-heads 3 must divide --heads 2");
+}
+
+}  // namespace
+}  // namespace attograd

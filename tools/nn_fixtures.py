@@ -1,5 +1,6 @@
 """The "nn" fixture group of tools/make_torch_fixtures.py: PyTorch reference
-values for LayerNorm, MultiheadAttention and a whole pre-LN Seq2SeqTransformer.
+values for LayerNorm, MultiheadAttention, grouped-query attention (G < H) and a
+whole pre-LN Seq2SeqTransformer.
 
 Each file holds, in float64, the inputs, the weights under attograd's
 parameter names, an output gradient "g" (the loss is sum(out * g)), the output
@@ -38,6 +39,29 @@ def layer_norm_fixture(write):
     write("nn", "layer_norm.safetensors", tensors, {"normalized_shape": [5], "eps": 1e-5})
 
 
+def _attention_io(gen, B, T, S, E, self_attn, padded, attend):
+    """Random query (and key, value for cross-attention) [B, ·, E], batch row 1's
+    last `padded` keys padded, out, weights = attend(query, key, value, mask),
+    then backward of sum(out * g): the fixture's inputs, outputs and input gradients."""
+    query = _randn(gen, B, T, E).requires_grad_()
+    key = query if self_attn else _randn(gen, B, S, E).requires_grad_()
+    value = query if self_attn else _randn(gen, B, S, E).requires_grad_()
+    kpm_t = None
+    if padded:  # never a whole row
+        kpm_t = torch.zeros(B, S, dtype=torch.bool)
+        kpm_t[1, S - padded:] = True
+    out, weights = attend(query, key, value, kpm_t)
+    g = _randn(gen, B, T, E)
+    (out * g).sum().backward()
+    tensors = {"query": query.detach(), "g": g, "out": out.detach(), "weights": weights.detach(),
+               "grad.query": query.grad}
+    if not self_attn:
+        tensors.update({"key": key.detach(), "value": value.detach(), "grad.key": key.grad, "grad.value": value.grad})
+    if kpm_t is not None:
+        tensors["key_padding_mask"] = kpm_t
+    return tensors
+
+
 # name -> query length T, key length S, self- or cross-attention, key padding, causal mask
 MHA_CASES = {
     "mha_nomask": dict(T=4, S=4, self_attn=True, kpm=False, causal=False),
@@ -59,24 +83,9 @@ def mha_fixture(write, name, seed, T, S, self_attn, kpm, causal):
         mha.in_proj_bias.copy_(torch.cat([w["q_proj.bias"], w["k_proj.bias"], w["v_proj.bias"]]))
         mha.out_proj.weight.copy_(w["out_proj.weight"])
         mha.out_proj.bias.copy_(w["out_proj.bias"])
-    query = _randn(gen, B, T, E).requires_grad_()
-    key = query if self_attn else _randn(gen, B, S, E).requires_grad_()
-    value = query if self_attn else _randn(gen, B, S, E).requires_grad_()
-    kpm_t = None
-    if kpm:  # batch row 1 has its last two keys padded (never a whole row)
-        kpm_t = torch.zeros(B, S, dtype=torch.bool)
-        kpm_t[1, S - 2:] = True
     mask = torch.triu(torch.ones(T, S, dtype=torch.bool), diagonal=1) if causal else None
-    out, weights = mha(query, key, value, key_padding_mask=kpm_t, attn_mask=mask, need_weights=True,
-                       average_attn_weights=False)
-    g = _randn(gen, B, T, E)
-    (out * g).sum().backward()
-    tensors = {"query": query.detach(), "g": g, "out": out.detach(), "weights": weights.detach(),
-               "grad.query": query.grad}
-    if not self_attn:
-        tensors.update({"key": key.detach(), "value": value.detach(), "grad.key": key.grad, "grad.value": value.grad})
-    if kpm_t is not None:
-        tensors["key_padding_mask"] = kpm_t
+    tensors = _attention_io(gen, B, T, S, E, self_attn, 2 if kpm else 0, lambda q, k, v, kpm_t: mha(
+        q, k, v, key_padding_mask=kpm_t, attn_mask=mask, need_weights=True, average_attn_weights=False))
     tensors.update(w)
     # Parameter gradients under attograd's names (split the packed in_proj).
     for i, p in enumerate(("q_proj", "k_proj", "v_proj")):
@@ -86,6 +95,29 @@ def mha_fixture(write, name, seed, T, S, self_attn, kpm, causal):
     tensors["grad.out_proj.bias"] = mha.out_proj.bias.grad
     write("nn", f"{name}.safetensors", tensors,
           {"embed_dim": E, "num_heads": H, "self_attention": self_attn, "is_causal": causal})
+
+
+# Grouped-query attention (K/V heads G < H), against torch_twin's GroupedQueryAttention,
+# which repeats each K/V head for its group with repeat_interleave.
+GQA_CASES = {
+    "gqa_causal": dict(H=4, G=2, T=4, S=4, self_attn=True, kpm=True, causal=True),
+    "mqa_cross": dict(H=4, G=1, T=3, S=5, self_attn=False, kpm=True, causal=False),
+}
+
+
+def gqa_fixture(write, name, seed, H, G, T, S, self_attn, kpm, causal):
+    E, B = 8, 2
+    gen = torch.Generator().manual_seed(seed)
+    mha = tt.GroupedQueryAttention(E, H, G).double()
+    with torch.no_grad():
+        for _, p in mha.named_parameters():
+            p.copy_(_randn(gen, *p.shape) * (0.3 if p.dim() > 1 else 0.1))
+    tensors = _attention_io(gen, B, T, S, E, self_attn, 1 if kpm else 0, lambda q, k, v, kpm_t: mha(
+        q, k, v, key_padding_mask=kpm_t, is_causal=causal))
+    tensors.update({n: p.detach() for n, p in mha.named_parameters()})
+    tensors.update(_grads("", mha.named_parameters()))
+    write("nn", f"{name}.safetensors", tensors,
+          {"embed_dim": E, "num_heads": H, "num_kv_heads": G, "self_attention": self_attn, "is_causal": causal})
 
 
 SEQ2SEQ_CONFIG = dict(src_vocab=11, tgt_vocab=13, d_model=16, heads=2, d_ff=32, enc_layers=2, dec_layers=2,
@@ -126,4 +158,6 @@ def nn_fixtures(write):
     layer_norm_fixture(write)
     for seed, (name, case) in enumerate(MHA_CASES.items()):
         mha_fixture(write, name, 100 + seed, **case)
+    for seed, (name, case) in enumerate(GQA_CASES.items()):
+        gqa_fixture(write, name, 200 + seed, **case)
     seq2seq_fixture(write)

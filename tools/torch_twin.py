@@ -5,6 +5,8 @@ LayerNorm, Linear), with the same structure and the same parameter names as
 attograd's named_parameters(), except that PyTorch's MultiheadAttention packs
 the q/k/v projections into one in_proj matrix. `from_attograd_state()` and
 `to_attograd_state()` convert between the two naming schemes.
+With kv_heads < heads (grouped-query attention) the decoder's attention is
+GroupedQueryAttention below, which keeps attograd's q/k/v/out_proj names.
 
 Used by tools/make_torch_fixtures.py, tools/load_in_torch.py and
 tools/bench_torch.py. Needs Debian's python3-torch; run with /usr/bin/python3.
@@ -33,6 +35,7 @@ class Config:
         self.activation = kw.get("activation", "relu")
         self.pad_id = kw.get("pad_id", 0)
         self.layer_norm_eps = kw.get("layer_norm_eps", 1e-5)
+        self.kv_heads = kw.get("kv_heads", self.heads)  # the decoder's K/V heads (grouped-query attention)
 
     def to_json(self):
         return dict(self.__dict__)
@@ -60,8 +63,49 @@ class FeedForward(nn.Module):
         return self.linear2(self.dropout(self.act(self.linear1(x))))
 
 
-def mha(c):
+def mha(c, kv_heads=None):
+    """PyTorch's MultiheadAttention, or the GroupedQueryAttention twin when kv_heads < heads."""
+    if kv_heads is not None and kv_heads != c.heads:
+        assert c.dropout == 0, "the GroupedQueryAttention twin has no attention dropout"
+        return GroupedQueryAttention(c.d_model, c.heads, kv_heads)
     return nn.MultiheadAttention(c.d_model, c.heads, dropout=c.dropout, batch_first=True)
+
+
+class GroupedQueryAttention(nn.Module):
+    """The twin of attograd's MultiHeadAttention with num_kv_heads G < H:
+    k_proj, v_proj map E -> G*D, and each K/V head is repeated for the H/G query
+    heads of its group (repeat_interleave on the head dim). Parameter names are
+    attograd's (no packed in_proj). Batch-first; returns (out, weights [B, H, T, S])."""
+
+    def __init__(self, embed_dim, num_heads, num_kv_heads):
+        super().__init__()
+        assert embed_dim % num_heads == 0 and num_heads % num_kv_heads == 0
+        self.H, self.G, self.D = num_heads, num_kv_heads, embed_dim // num_heads
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(embed_dim, num_kv_heads * self.D)
+        self.v_proj = nn.Linear(embed_dim, num_kv_heads * self.D)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+
+    def _heads(self, x, n):
+        return x.reshape(x.shape[0], x.shape[1], n, self.D).transpose(1, 2)  # [B, n, L, D]
+
+    def forward(self, query, key, value, key_padding_mask=None, is_causal=False, attn_mask=None, need_weights=True):
+        """attn_mask [T, S]: bool (True = not allowed), as nn.MultiheadAttention takes it."""
+        B, T, E = query.shape
+        S = key.shape[1]
+        q = self._heads(self.q_proj(query), self.H)
+        k = self._heads(self.k_proj(key), self.G).repeat_interleave(self.H // self.G, dim=1)
+        v = self._heads(self.v_proj(value), self.G).repeat_interleave(self.H // self.G, dim=1)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.D)  # [B, H, T, S]
+        if is_causal:
+            scores = scores.masked_fill(torch.ones(T, S, dtype=torch.bool).triu(1), float("-inf"))
+        if attn_mask is not None:
+            scores = scores.masked_fill(attn_mask, float("-inf"))
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        weights = scores.softmax(-1)
+        out = (weights @ v).transpose(1, 2).reshape(B, T, E)
+        return self.out_proj(out), weights
 
 
 class EncoderLayer(nn.Module):
@@ -90,8 +134,8 @@ class DecoderLayer(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.pre_ln = c.pre_ln
-        self.self_attn = mha(c)
-        self.cross_attn = mha(c)
+        self.self_attn = mha(c, c.kv_heads)
+        self.cross_attn = mha(c, c.kv_heads)
         self.ff = FeedForward(c)
         self.norm1 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
         self.norm2 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)

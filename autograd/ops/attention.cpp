@@ -1,10 +1,12 @@
 // Scaled dot-product attention: the fused op (forward, then its backward
 // closure right under it), then the composite twin built from primitives.
 //
-// Shape legend: B batch, H heads, T query length, S key/value length, D
-// query/key head width, Dv value head width. Per head (b, h) the fused op
-// works on matrices Q [T, D], K [S, D], V [S, Dv], P [T, S], O [T, Dv]; all
-// buffers it allocates are contiguous [B, H, ...] stacks of those.
+// Shape legend: B batch, H query heads, G key/value heads (G divides H, R =
+// H/G query heads per group), T query length, S key/value length, D query/key
+// head width, Dv value head width. Per head (b, h) the fused op works on
+// matrices Q [T, D], K [S, D], V [S, Dv], P [T, S], O [T, Dv], where K and V
+// are those of the head's group g = h / R, addressed in place; all buffers it
+// allocates are contiguous [B, H, ...] (or [B, G, ...] for dK, dV) stacks.
 //
 // What the fused op saves for backward, and why. It keeps P, the softmax
 // probabilities [B, H, T, S], rather than the row log-sum-exp [B, H, T] and
@@ -41,7 +43,8 @@ constexpr std::string_view kFused = "scaled_dot_product_attention";
 constexpr std::string_view kComposite = "scaled_dot_product_attention_composite";
 
 struct Dims {
-  int64_t B, H, T, S, D, Dv;
+  int64_t B, H, T, S, D, Dv, G;
+  int64_t group(int64_t h) const { return h / (H / G); }  // the K/V head query head h reads
 };
 
 // Every shape and dtype rule of both ops, checked once up front.
@@ -49,16 +52,20 @@ Dims check_inputs(std::string_view op, const Tensor& q, const Tensor& k, const T
   if (!q.defined() || !k.defined() || !v.defined())
     fail<ValueError>(op, "q, k and v must all be defined tensors");
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
-    fail<ShapeError>(op, "expected rank-4 q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv], got q {}, k {}, v {}; "
+    fail<ShapeError>(op, "expected rank-4 q [B, H, T, D], k [B, G, S, D], v [B, G, S, Dv], got q {}, k {}, v {}; "
                      "hint: split heads with x.reshape({{B, T, H, D}}).transpose(1, 2)",
                      shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
   if (!is_floating(q.dtype()) || k.dtype() != q.dtype() || v.dtype() != q.dtype())
     fail<DTypeError>(op, "q, k, v must share one floating dtype (f32 or f64), got {}, {}, {}",
                      dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
-  const Dims d{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
-  if (k.size(0) != d.B || v.size(0) != d.B || k.size(1) != d.H || v.size(1) != d.H)
-    fail<ShapeError>(op, "q {}, k {}, v {} disagree on batch B or heads H (dims 0 and 1)", shape_str(q.shape()),
-                     shape_str(k.shape()), shape_str(v.shape()));
+  const Dims d{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), k.size(1)};
+  if (k.size(0) != d.B || v.size(0) != d.B || v.size(1) != d.G)
+    fail<ShapeError>(op, "q {}, k {}, v {} disagree on batch B or heads H (dims 0 and 1; k and v share G heads)",
+                     shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  if (d.G <= 0 || d.H % d.G != 0)
+    fail<ShapeError>(op, "the key/value heads G = {} (k {}) must divide the query heads H = {} (q {}); "
+                     "hint: G = H is multi-head, G = 1 multi-query attention", d.G, shape_str(k.shape()), d.H,
+                     shape_str(q.shape()));
   if (k.size(3) != d.D)
     fail<ShapeError>(op, "q {} and k {} must share the head width D (dim 3): {} vs {}", shape_str(q.shape()),
                      shape_str(k.shape()), d.D, k.size(3));
@@ -210,7 +217,7 @@ void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx);
 template <class T>
 AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                                 const Dims& d) {
-  const auto [B, H, T_, S, D, Dv] = d;
+  const auto [B, H, T_, S, D, Dv, G] = d;
   const T scale = static_cast<T>(scale_of(o, d));
   const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
   const Masks<T> masks = gather_masks<T>(o, d);
@@ -241,8 +248,8 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
     for (int64_t bh = first; bh < last; ++bh) {
       const int64_t b = bh / H, h = bh % H;
       T* p = P.data<T>() + bh * TS;
-      // P [T, S] = scale · Q Kᵀ, then masks and softmax in place
-      gemm<T>(p, Q.at(b, h), K.at(b, h), T_, S, D, Q.trans, !K.trans, Q.ld, K.ld, S, scale, T(0));
+      // P [T, S] = scale · Q Kᵀ (K of the head's group), then masks and softmax in place
+      gemm<T>(p, Q.at(b, h), K.at(b, d.group(h)), T_, S, D, Q.trans, !K.trans, Q.ld, K.ld, S, scale, T(0));
       mask_and_softmax(p, b, bh, d, masks);
       const T* mix = p;
       if (dropping) {
@@ -251,7 +258,7 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
         mix = w;
       }
       // O [T, Dv] = P V   ((P ⊙ Z) V with dropout)
-      gemm<T>(out_data + (b * T_ * H + h) * Dv, mix, V.at(b, h), T_, Dv, S, false, V.trans, S, V.ld, H * Dv, T(1),
+      gemm<T>(out_data + (b * T_ * H + h) * Dv, mix, V.at(b, d.group(h)), T_, Dv, S, false, V.trans, S, V.ld, H * Dv, T(1),
               T(0));
     }
   });
@@ -286,6 +293,9 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
     //   S = scale · Q Kᵀ    =>  dQ = scale · dS K,   dK = scale · dSᵀ Q
     //   S = ... + M (float) =>  dM = dS   (summed over heads for a [T, S] mask)
     //
+    // Grouped K/V: K and V of group g enter the R = H/G heads h of that group,
+    // so dK_g = Σ_h dK_h and dV_g = Σ_h dV_h over those heads.
+    //
     // Dropout: O = (P ⊙ Z) V with Z = keep / (1 − p). Then dV = (P ⊙ Z)ᵀ dO,
     // and the gradient reaching P passes through the same mask:
     // dP = (dO Vᵀ) ⊙ Z — dropped weights get none, kept ones are scaled by
@@ -306,29 +316,31 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
 // The backward kernel, per head (see the derivation in fused_attention).
 template <class T>
 void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx) {
-  const auto [B, H, T_, S, D, Dv] = sv.d;
-  const int64_t TS = T_ * S;
+  const auto [B, H, T_, S, D, Dv, G] = sv.d;
+  const int64_t TS = T_ * S, R = H / G;
   const T scale = static_cast<T>(sv.scale), keep_scale = static_cast<T>(sv.keep_scale);
   const bool dropping = sv.keep.defined(), need_dp = dx.needs(0) || dx.needs(1) || dx.needs(3);
-  const HeadMatrices<T> G = head_matrices<T>(grad);  // dO [T, Dv] per head
+  const HeadMatrices<T> dO = head_matrices<T>(grad);  // dO [T, Dv] per head
   HeadMatrices<T> Q, K, V;
   if (sv.q.defined()) Q = head_matrices<T>(sv.q);
   if (sv.k.defined()) K = head_matrices<T>(sv.k);
   if (sv.v.defined()) V = head_matrices<T>(sv.v);
   const DType dt = grad.dtype();
   Tensor dq = dx.needs(0) ? Tensor::empty({B, H, T_, D}, dt) : Tensor();
-  Tensor dk = dx.needs(1) ? Tensor::empty({B, H, S, D}, dt) : Tensor();
-  Tensor dv = dx.needs(2) ? Tensor::empty({B, H, S, Dv}, dt) : Tensor();
+  Tensor dk = dx.needs(1) ? Tensor::empty({B, G, S, D}, dt) : Tensor();
+  Tensor dv = dx.needs(2) ? Tensor::empty({B, G, S, Dv}, dt) : Tensor();
   Tensor dm = dx.needs(3) ? Tensor::zeros(sv.mask_shape, dt) : Tensor();  // [T, S] or [B·H, T, S]
   const int64_t dm_head_stride = sv.mask_shape.size() == 3 ? TS : 0;
 
-  // Heads in parallel, except when every head adds into one shared [T, S] dM.
-  const int64_t grain = dx.needs(3) && dm_head_stride == 0 ? B * H : 1;
-  parallel_for(B * H, grain, [&](int64_t first, int64_t last) {
+  // Groups in parallel (a group's heads add into its one dK, dV in turn),
+  // except when every head adds into one shared [T, S] dM.
+  const int64_t grain = dx.needs(3) && dm_head_stride == 0 ? B * G : 1;
+  parallel_for(B * G, grain, [&](int64_t first, int64_t last) {
     std::vector<T> ds(need_dp ? TS : 0);                       // dP, then dS, [T, S]
     std::vector<T> pz(dropping && dx.needs(2) ? TS : 0);       // P ⊙ Z [T, S]
-    for (int64_t bh = first; bh < last; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
+    for (int64_t bh = first * R; bh < last * R; ++bh) {  // the heads of groups [first, last)
+      const int64_t b = bh / H, h = bh % H, g = h / R, bg = bh / R;
+      const T acc = h % R == 0 ? T(0) : T(1);  // the group's first head writes dK, dV; the others add
       const T* p = sv.P.data<T>() + bh * TS;
       const bool* z = dropping ? sv.keep.data<bool>() + bh * TS : nullptr;
       if (dx.needs(2)) {
@@ -337,12 +349,12 @@ void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx) {
           apply_keep(pz.data(), p, z, TS, keep_scale);
           mix = pz.data();
         }
-        // dV [S, Dv] = (P ⊙ Z)ᵀ dO
-        gemm<T>(dv.data<T>() + bh * S * Dv, mix, G.at(b, h), S, Dv, T_, true, G.trans, S, G.ld, Dv, T(1), T(0));
+        // dV_g [S, Dv] += (P ⊙ Z)ᵀ dO
+        gemm<T>(dv.data<T>() + bg * S * Dv, mix, dO.at(b, h), S, Dv, T_, true, dO.trans, S, dO.ld, Dv, T(1), acc);
       }
       if (!need_dp) continue;
       // dP [T, S] = (dO Vᵀ) ⊙ Z
-      gemm<T>(ds.data(), G.at(b, h), V.at(b, h), T_, S, Dv, G.trans, !V.trans, G.ld, V.ld, S, T(1), T(0));
+      gemm<T>(ds.data(), dO.at(b, h), V.at(b, g), T_, S, Dv, dO.trans, !V.trans, dO.ld, V.ld, S, T(1), T(0));
       if (dropping) apply_keep(ds.data(), ds.data(), z, TS, keep_scale);
       // dS = P ⊙ (dP − rowsum(dP ⊙ P)), over dP in place; 0 wherever P is 0
       for (int64_t t = 0; t < T_; ++t) softmax_backward_row(ds.data() + t * S, ds.data() + t * S, p + t * S, S);
@@ -352,10 +364,10 @@ void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx) {
       }
       // dQ [T, D] = scale · dS K
       if (dx.needs(0))
-        gemm<T>(dq.data<T>() + bh * T_ * D, ds.data(), K.at(b, h), T_, D, S, false, K.trans, S, K.ld, D, scale, T(0));
-      // dK [S, D] = scale · dSᵀ Q
+        gemm<T>(dq.data<T>() + bh * T_ * D, ds.data(), K.at(b, g), T_, D, S, false, K.trans, S, K.ld, D, scale, T(0));
+      // dK_g [S, D] += scale · dSᵀ Q
       if (dx.needs(1))
-        gemm<T>(dk.data<T>() + bh * S * D, ds.data(), Q.at(b, h), S, D, T_, true, Q.trans, S, Q.ld, D, scale, T(0));
+        gemm<T>(dk.data<T>() + bg * S * D, ds.data(), Q.at(b, h), S, D, T_, true, Q.trans, S, Q.ld, D, scale, acc);
     }
   });
   if (dx.needs(0)) dx[0] += dq;
@@ -372,9 +384,17 @@ Tensor causal_mask(int64_t T_, int64_t S) {
   return Tensor::from_vector(m, {T_, S});
 }
 
+// x [B, G, S, C] -> [B, H, S, C], each K/V head repeated for the H/G query
+// heads of its group (torch.repeat_interleave(x, H/G, dim=1)); x itself when G = H.
+Tensor repeat_kv_heads(const Tensor& x, const Dims& d) {
+  if (d.G == d.H) return x;
+  const int64_t S = x.size(2), C = x.size(3);
+  return reshape(expand(unsqueeze(x, 2), {d.B, d.G, d.H / d.G, S, C}), {d.B, d.H, S, C});
+}
+
 }  // namespace
 
-// scaled_dot_product_attention: q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv] -> out [B, H, T, Dv]
+// scaled_dot_product_attention: q [B, H, T, D], k [B, G, S, D], v [B, G, S, Dv] -> out [B, H, T, Dv]
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionOptions& o) {
   const Dims d = check_inputs(kFused, q, k, v, o);
@@ -382,13 +402,15 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 }
 
 // The same attention from primitives, each recording its own node:
+//   k, v repeated to H heads                  [B, H, S, ·]
 //   scores = matmul(q, kᵀ) · scale            [B, H, T, S]
 //   masks: add (float) / masked_fill(-∞) (bool, padding, causal)
 //   out = matmul(dropout(softmax(scores)), v) [B, H, T, Dv]
 AttentionResult scaled_dot_product_attention_composite(const Tensor& q, const Tensor& k, const Tensor& v,
                                                        const AttentionOptions& o) {
   const Dims d = check_inputs(kComposite, q, k, v, o);
-  Tensor scores = matmul(q, transpose(k, -2, -1)) * scale_of(o, d);
+  const Tensor kh = repeat_kv_heads(k, d), vh = repeat_kv_heads(v, d);  // [B, H, S, ·]
+  Tensor scores = matmul(q, transpose(kh, -2, -1)) * scale_of(o, d);
   if (const Tensor& m = o.attn_mask; m.defined()) {
     const Tensor mb = m.dim() == 3 ? reshape(m, {d.B, d.H, d.T, d.S}) : m;
     scores = m.dtype() == DType::b8 ? masked_fill(scores, mb, -INFINITY) : add(scores, mb);
@@ -399,7 +421,7 @@ AttentionResult scaled_dot_product_attention_composite(const Tensor& q, const Te
   Tensor w = softmax(scores, -1);  // a fully masked row gives 0 weights and 0 gradient
   if (o.dropout_p > 0) w = dropout(w, o.dropout_p, /*train=*/true, *o.generator);
   AttentionResult res;
-  res.out = matmul(w, v);
+  res.out = matmul(w, vh);
   if (o.need_weights) res.weights = w.detach();
   return res;
 }

@@ -1,9 +1,15 @@
 // Scaled dot-product attention, fused (one graph node, hand-written backward)
 // and composite (the same math from primitives; the tests hold them equal).
 //
-// Shape legend: B batch, H heads, T query length, S key/value length,
-// D query/key head width, Dv value head width.
-//   q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv]  ->  out [B, H, T, Dv]
+// Shape legend: B batch, H query heads, G key/value heads (G divides H),
+// T query length, S key/value length, D query/key head width, Dv value head width.
+//   q [B, H, T, D], k [B, G, S, D], v [B, G, S, Dv]  ->  out [B, H, T, Dv]
+//
+// Grouped-query attention (Ainslie et al. 2023): query head h reads K/V head
+// g = h / (H/G), so each group of H/G consecutive query heads shares one K/V
+// head. G = H is multi-head attention, G = 1 multi-query attention (Shazeer
+// 2019). The fused op addresses the shared head in place (no repeated K/V);
+// the gradient of a K/V head is the sum over the query heads of its group.
 //
 //   scores  = scale · q kᵀ + masks          [B, H, T, S]   (scale defaults to 1/√D)
 //   weights = dropout(softmax(scores))      [B, H, T, S]   (softmax over S)
@@ -51,7 +57,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                                              const AttentionOptions& o = {});
 
 // The composite twin from primitives (matmul, transpose, masked_fill, add,
-// mul, softmax, dropout). Same values and gradients as the fused op; with
+// mul, softmax, dropout; expand + reshape repeat the K/V heads when G < H). Same values and gradients as the fused op; with
 // dropout and the same generator state it draws the same mask.
 AttentionResult scaled_dot_product_attention_composite(const Tensor& q, const Tensor& k, const Tensor& v,
                                                        const AttentionOptions& o = {});

@@ -24,6 +24,8 @@ void add_model_flags(cxxopts::Options& o, const TransformerConfig& d) {
   o.add_options("model")
       ("d-model", "model width E", cxxopts::value<int64_t>()->default_value(std::to_string(d.d_model)))
       ("heads", "attention heads H (must divide d-model)", cxxopts::value<int64_t>()->default_value(std::to_string(d.heads)))
+      ("kv-heads", "key/value heads G of the decoder's attention (grouped-query attention; must divide --heads; "
+       "default: --heads, multi-head; 1: multi-query). The KV cache shrinks by H/G", cxxopts::value<int64_t>())
       ("d-ff", "feed-forward width", cxxopts::value<int64_t>()->default_value(std::to_string(d.d_ff)))
       ("enc-layers", "encoder layers", cxxopts::value<int64_t>()->default_value(std::to_string(d.enc_layers)))
       ("dec-layers", "decoder layers", cxxopts::value<int64_t>()->default_value(std::to_string(d.dec_layers)))
@@ -70,6 +72,13 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
 TransformerConfig model_config_from(const cxxopts::ParseResult& r, TransformerConfig c) {
   c.d_model = cli::flag_in_range<int64_t>(r, "d-model", 1, 1 << 14);
   c.heads = cli::flag_in_range<int64_t>(r, "heads", 1, 1 << 10);
+  c.kv_heads.reset();
+  if (r.count("kv-heads")) {
+    c.kv_heads = cli::flag_in_range<int64_t>(r, "kv-heads", 1, 1 << 10);
+    if (c.heads % *c.kv_heads != 0)
+      fail<ValueError>("flags", "--kv-heads {} must divide --heads {}; hint: {} is multi-head, 1 multi-query attention",
+                       *c.kv_heads, c.heads, c.heads);
+  }
   c.d_ff = cli::flag_in_range<int64_t>(r, "d-ff", 1, 1 << 16);
   c.enc_layers = cli::flag_in_range<int64_t>(r, "enc-layers", 0, 64);
   c.dec_layers = cli::flag_in_range<int64_t>(r, "dec-layers", 1, 64);
@@ -80,6 +89,11 @@ TransformerConfig model_config_from(const cxxopts::ParseResult& r, TransformerCo
   c.tie_embeddings = r.count("tie-embeddings") > 0;
   c.validate();
   return c;
+}
+
+std::string heads_summary(const TransformerConfig& c) {
+  if (c.decoder_kv_heads() == c.heads) return fmt::format("{} heads", c.heads);
+  return fmt::format("{} heads, {} K/V heads in the decoder", c.heads, c.decoder_kv_heads());
 }
 
 TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
@@ -299,7 +313,9 @@ Trainer::Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_g
 // from the newest checkpoint, after checking it was made by the same flags.
 void Trainer::resume() {
   Checkpoint c = load_checkpoint(opt_.checkpoint_dir, /*need_train_state=*/true);
-  if (c.meta.config != meta_.config)
+  // Compared as parsed configs, so a checkpoint written before a field existed
+  // (kv_heads) matches the same model given by today's flags.
+  if (TransformerConfig::from_json(c.meta.config).to_json() != meta_.config)
     fail<ValueError>("resume", "{} was trained with model config {}, but the flags give {}; hint: use the same "
                      "model flags, or a new --checkpoint-dir", c.model_path, c.meta.config.dump(), meta_.config.dump());
   if (c.meta.task != meta_.task)

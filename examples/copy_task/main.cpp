@@ -186,11 +186,11 @@ int train(const cxxopts::ParseResult& r) {
   lo.seed = opt.seed;
   DataLoader loader(train_set, lo);
 
-  fmt::print("copy_task: {} {} symbols, lengths {}-{}, {} | model {} parameters (d_model {}, {} heads, {}+{} layers) | "
+  fmt::print("copy_task: {} {} symbols, lengths {}-{}, {} | model {} parameters (d_model {}, {}, {}+{} layers) | "
              "{} | {} thread(s), BLAS kernel {}\n",
              task.reverse ? "reverse" : "copy", task.num_symbols, task.min_len, task.max_len,
              train_size > 0 ? fmt::format("{} training sequences", train_size) : std::string("endless training stream"),
-             model.num_parameters(), cfg.d_model, cfg.heads, cfg.enc_layers, cfg.dec_layers, memory, opt.threads, kernel);
+             model.num_parameters(), cfg.d_model, heads_summary(cfg), cfg.enc_layers, cfg.dec_layers, memory, opt.threads, kernel);
   if (r.count("verbose")) fmt::print("{}\n", static_cast<const Module&>(model));
 
   TaskHooks hooks;

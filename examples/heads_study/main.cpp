@@ -4,6 +4,9 @@
 //   heads_study --full             the study of docs/heads-study.md (see there for its running time)
 //   heads_study --kv-bench         only the KV-cache benchmark
 //   heads_study --inspect CKPT     only the head inspection, of a model trained by `translate train`
+//   heads_study --convert-gqa CKPT --kv-heads G --to OUT.model.safetensors
+//                                  a translate checkpoint converted to grouped-query attention
+//                                  (the decoder's K/V projections mean-pooled into G groups)
 //
 // It trains the same model (d_model fixed) with H in {1, 2, 4, 8, 16} heads on
 // en→fr and en→de, several seeds each, and writes into --out:
@@ -72,6 +75,14 @@ std::vector<T> list_flag(const cxxopts::ParseResult& r, const char* flag, std::v
 
 int run(const cxxopts::ParseResult& r) {
   if (r.count("quick") && r.count("full")) fail<ValueError>("flags", "--quick and --full exclude each other");
+  if (r.count("convert-gqa")) {
+    if (!r.count("to") || !r.count("kv-heads"))
+      fail<ValueError>("flags", "--convert-gqa needs --kv-heads G and --to OUT.model.safetensors");
+    const auto g = r["kv-heads"].as<std::vector<int64_t>>();
+    if (g.size() != 1) fail<ValueError>("flags", "--convert-gqa takes one --kv-heads value, got {}", g.size());
+    fmt::print("{}\n", convert_to_grouped_query(r["convert-gqa"].as<std::string>(), g[0], r["to"].as<std::string>()));
+    return 0;
+  }
   StudyOptions o = r.count("quick") ? quick_study() : full_study();
   if (r.count("out")) o.out_dir = r["out"].as<std::string>();
   o.data_dir = r["data"].as<std::string>();
@@ -88,6 +99,10 @@ int run(const cxxopts::ParseResult& r) {
       fail<ValueError>("flags", "--heads {} does not divide d_model {}", h, o.model.d_model);
   std::sort(o.heads.begin(), o.heads.end());
   if (std::find(o.heads.begin(), o.heads.end(), o.inspect_heads) == o.heads.end()) o.inspect_heads = o.heads.back();
+  o.kv_groups = list_flag<int64_t>(r, "kv-heads", {o.inspect_heads});
+  for (int64_t g : o.kv_groups)
+    if (g < 1 || o.inspect_heads % g != 0)
+      fail<ValueError>("flags", "--kv-heads {} does not divide the benchmarked heads {}", g, o.inspect_heads);
   const int threads = cli::flag_in_range<int>(r, "threads", 1, 256);
   o.training.threads = threads;
   const std::string kernel = configure_threads(threads);
@@ -145,6 +160,12 @@ int main(int argc, char** argv) {
         ("kv-bench", "only the KV-cache benchmark")
         ("inspect", "only inspect the heads of a trained translate checkpoint (directory or .model.safetensors)",
          cxxopts::value<std::string>())
+        ("convert-gqa", "only convert a translate checkpoint (directory or .model.safetensors) to grouped-query "
+         "attention: the decoder's K/V projections mean-pooled into --kv-heads groups, written to --to",
+         cxxopts::value<std::string>())
+        ("kv-heads", "K/V heads G: the target of --convert-gqa; for the KV-cache bench, comma-separated, each "
+         "dividing the benchmarked H (default: H)", cxxopts::value<std::vector<int64_t>>())
+        ("to", "the *.model.safetensors file --convert-gqa writes", cxxopts::value<std::string>())
         ("out", "output directory (default runs/heads, runs/heads-quick with --quick)", cxxopts::value<std::string>())
         ("data", "corpus directory", cxxopts::value<std::string>()->default_value(default_corpus_dir()))
         ("langs", "target languages, comma-separated", cxxopts::value<std::vector<std::string>>())

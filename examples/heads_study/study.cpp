@@ -306,27 +306,24 @@ std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTr
   return md;
 }
 
-std::string kv_bench(const StudyOptions& o, const Corpus& corpus) {
+namespace {
+
+// kv_bench's rows for one K/V head count G: an untrained model with H =
+// o.inspect_heads query heads and G K/V heads in the decoder.
+std::string kv_bench_rows(const StudyOptions& o, const Corpus& corpus, const Batch& b, int64_t G) {
   using clock = std::chrono::steady_clock;
   TransformerConfig cfg = o.model;
   cfg.heads = o.inspect_heads;
+  cfg.kv_heads = G;
   cfg.src_vocab = corpus.translator.src_vocab.size();
   cfg.tgt_vocab = corpus.translator.tgt_vocab.size();
   cfg.max_len = *std::max_element(o.kv_lengths.begin(), o.kv_lengths.end()) + 2;
+  cfg.validate();
   Generator gen(7);
   Seq2SeqTransformer model(cfg, gen, nullptr);  // timing and equality do not depend on training
   model.eval();
-  std::vector<Example> ex;
-  for (int64_t i = 0; i < std::min<int64_t>(o.kv_batch, corpus.test.size()); ++i) ex.push_back(corpus.test.get(i));
-  const Batch b = collate(ex);
-  const int64_t B = b.src.size(0), S = b.src.size(1), E = cfg.d_model, L = cfg.dec_layers;
-
-  std::string md = fmt::format(
-      "Greedy decoding of {} test sources (S = {} with padding) to a fixed length (EOS ignored), decoder {} layers, "
-      "E = {}, H = {}, float32; median of {} runs.\n\n"
-      "| length | ms/step with cache | ms/step without | speedup | outputs identical | cache bytes | formula |\n"
-      "|---|---|---|---|---|---|---|\n",
-      B, S, L, E, cfg.heads, o.kv_repeats);
+  const int64_t B = b.src.size(0), S = b.src.size(1), D = cfg.d_model / cfg.heads, L = cfg.dec_layers;
+  std::string md;
   for (int64_t len : o.kv_lengths) {
     DecodeOptions d;
     d.max_len = len;
@@ -354,21 +351,60 @@ std::string kv_bench(const StudyOptions& o, const Corpus& corpus) {
       Tensor tok = Tensor::full({B, 1}, static_cast<double>(kBosId), DType::i64);
       for (int64_t t = 0; t < len; ++t) model.decode(tok, memory, b.src_key_padding_mask, Tensor(), &cache);
     }
-    // Per decoder layer: self K, V [B, H, t, D] and cross K, V [B, H, S, D], float32.
-    const size_t formula = static_cast<size_t>(2 * L * B * (len + S) * E * 4);
-    md += fmt::format("| {} | {:.2f} | {:.2f} | {:.1f}x | {} | {} | {} |\n", len, ms[0], ms[1], ms[1] / ms[0],
-                      same ? "yes" : "NO", cache.bytes_used(), formula);
+    // Per decoder layer: self K, V [B, G, t, D] and cross K, V [B, G, S, D], float32.
+    const size_t formula = static_cast<size_t>(2 * L * B * (len + S) * G * D * 4);
+    md += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.1f}x | {} | {} | {} | {} |\n", G, len, ms[0], ms[1],
+                      ms[1] / ms[0], same ? "yes" : "NO", cache.bytes_used(), formula, cache.bytes_allocated());
     if (!same) fail<Error>("kv-bench", "decoding with and without the KV cache gave different outputs at length {}", len);
     if (cache.bytes_used() != formula)
       fail<Error>("kv-bench", "the cache holds {} bytes, the formula says {}", cache.bytes_used(), formula);
   }
+  return md;
+}
+
+}  // namespace
+
+std::string kv_bench(const StudyOptions& o, const Corpus& corpus) {
+  std::vector<Example> ex;
+  for (int64_t i = 0; i < std::min<int64_t>(o.kv_batch, corpus.test.size()); ++i) ex.push_back(corpus.test.get(i));
+  const Batch b = collate(ex);
+  const int64_t B = b.src.size(0), S = b.src.size(1), L = o.model.dec_layers;
+  std::string md = fmt::format(
+      "Greedy decoding of {} test sources (S = {} with padding) to a fixed length (EOS ignored), decoder {} layers, "
+      "E = {}, H = {}, G K/V heads of the decoder's attention, float32; median of {} runs. The model is untrained "
+      "(random weights): timing and cache size do not depend on training.\n\n"
+      "| G | length | ms/step with cache | ms/step without | speedup | outputs identical | cache bytes used | formula "
+      "| bytes allocated |\n"
+      "|---|---|---|---|---|---|---|---|---|\n",
+      B, S, L, o.model.d_model, o.inspect_heads, o.kv_repeats);
+  for (int64_t G : o.kv_groups) md += kv_bench_rows(o, corpus, b, G);
   md += fmt::format("\nThe cache keeps, per decoder layer, the self-attention keys and values of every step so far, "
-                    "K and V [B, H, t, D], and the cross-attention keys and values projected once from the encoder "
-                    "memory, K and V [B, H, S, D]: 2·L·B·(t + S)·E floats in all (H·D = E, so the size does not "
-                    "depend on H). Without the cache each step re-runs the decoder over the whole prefix, so a step "
+                    "K and V [B, G, t, D], and the cross-attention keys and values projected once from the encoder "
+                    "memory, K and V [B, G, S, D]: 2·L·B·(t + S)·G·D floats in all. With multi-head attention (G = H, "
+                    "H·D = E) that is 2·L·B·(t + S)·E whatever H is; grouped-query attention divides it by H/G. Bytes "
+                    "allocated add the spare capacity: each buffer starts at 16 rows and doubles when full, so at a "
+                    "power-of-two t the self-attention buffers are exactly full (the excess is the cross-attention's "
+                    "16 − S rows) and one step later they hold twice what they use. Without the cache each step re-runs the decoder over the whole prefix, so a step "
                     "costs O(t) more and the total grows as O(t²).\n");
   write_text(o.out_dir + "/kv-bench.md", md);
   return md;
+}
+
+std::string convert_to_grouped_query(const std::string& checkpoint, int64_t kv_heads, const std::string& out) {
+  if (!out.ends_with(".model.safetensors"))
+    fail<ValueError>("convert-gqa", "--to {} must name a *.model.safetensors file (what translate and heads_study "
+                     "load as a checkpoint); hint: --to {}.model.safetensors", out, out);
+  const Checkpoint c = load_checkpoint(checkpoint, /*need_train_state=*/false);
+  SafetensorsData file = load_safetensors(c.model_path);
+  const TransformerConfig from = TransformerConfig::from_json(c.meta.config);
+  if (kv_heads <= 0 || from.heads % kv_heads != 0)
+    fail<ValueError>("convert-gqa", "--kv-heads {} must divide the model's heads {}", kv_heads, from.heads);
+  GroupedQueryModel g = to_grouped_query(from, file.tensors, kv_heads);
+  file.metadata["config"] = g.config.to_json().dump();
+  save_safetensors(out, g.state, file.metadata);
+  return fmt::format("{}: H = {}, decoder K/V heads {} -> {} (k_proj, v_proj mean-pooled per group); KV cache {}x "
+                     "smaller; wrote {}", c.model_path, from.heads, from.decoder_kv_heads(), kv_heads,
+                     from.decoder_kv_heads() / kv_heads, out);
 }
 
 }  // namespace attograd::heads

@@ -28,6 +28,7 @@ struct StudyOptions {
   std::vector<int64_t> kv_lengths = {16, 32, 64, 128, 256};
   int64_t kv_batch = 16;
   int64_t kv_repeats = 3;
+  std::vector<int64_t> kv_groups = {4};  // K/V heads G benchmarked (each divides inspect_heads)
 };
 
 // One trained model of the grid.
@@ -72,8 +73,17 @@ std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTr
                           const std::string& what);
 
 // Greedy decoding of o.kv_batch test sources to each length in o.kv_lengths,
-// with and without the KV cache: ms per step, speedup, identical outputs, and
-// the cache's bytes against its formula. Writes kv-bench.md; returns it.
+// with and without the KV cache, for each K/V head count G in o.kv_groups:
+// ms per step, speedup, identical outputs, the cache's bytes used against its
+// formula 2·L·B·(t + S)·G·D·4, and its bytes allocated (capacity doubling).
+// Writes kv-bench.md; returns it.
 std::string kv_bench(const StudyOptions& o, const Corpus& corpus);
+
+// Converts a translate checkpoint's model file to grouped-query attention
+// with kv_heads K/V heads (to_grouped_query: the decoder's K/V projections
+// mean-pooled, Ainslie et al. 2023) and writes it to `out`, a
+// *.model.safetensors file with the same metadata (task, vocabularies, step)
+// and the new config. Returns a one-line summary.
+std::string convert_to_grouped_query(const std::string& checkpoint, int64_t kv_heads, const std::string& out);
 
 }  // namespace attograd::heads

@@ -140,9 +140,9 @@ int train(const cxxopts::ParseResult& r) {
   DataLoader loader(train_set, lo);
 
   fmt::print("translate: en -> {} ({} target tokens) | {} training pairs, vocab {} / {} | model {} parameters "
-             "(d_model {}, {} heads, {}+{} layers) | {} | {} thread(s), BLAS kernel {}\n",
+             "(d_model {}, {}, {}+{} layers) | {} | {} thread(s), BLAS kernel {}\n",
              task.lang, task.tgt_tokenizer == "char" ? "character" : "word", train_set.size(), tr.src_vocab.size(),
-             tr.tgt_vocab.size(), model.num_parameters(), cfg.d_model, cfg.heads, cfg.enc_layers, cfg.dec_layers,
+             tr.tgt_vocab.size(), model.num_parameters(), cfg.d_model, heads_summary(cfg), cfg.enc_layers, cfg.dec_layers,
              memory, opt.threads, kernel);
 
   TrainSummary s = train_seq2seq(model, dropout_gen, loader, valid_set, opt, tr.hooks());
