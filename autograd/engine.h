@@ -45,16 +45,23 @@ class Grads {
  public:
   class Slot {
    public:
+    // The gradient of input i of g's node (made by Grads::operator[]).
     Slot(Grads& g, size_t i) : g_(g), i_(i) {}
+    // Adds g to input i's gradient; a shape or dtype that does not fit input i
+    // is a ShapeError or DTypeError naming the op and both shapes.
     void operator+=(const Tensor& g) { g_.accumulate(i_, g); }
    private:
     Grads& g_;
     size_t i_;
   };
+  // The engine makes one per node it runs; sink receives each input's gradient.
   Grads(Node& node, std::function<void(Node*, const Tensor&)> sink)
       : node_(node), sink_(std::move(sink)) {}
+  // Whether input i wants a gradient: skip computing the ones that do not.
   bool needs(size_t i) const { return i < node_.next.size() && node_.next[i] != nullptr; }
+  // dx[i]: where input i's gradient goes (dx[i] += g).
   Slot operator[](size_t i) { return Slot(*this, i); }
+  // The node whose backward is running (its op name and input shapes).
   const Node& node() const { return node_; }
 
  private:
@@ -66,7 +73,9 @@ class Grads {
 // Gradient recording is on by default; NoGradGuard turns it off in a scope
 // (thread-local), like torch.no_grad().
 struct GradMode {
+  // Whether ops record the graph on this thread.
   static bool enabled();
+  // Turns recording on or off for this thread (prefer NoGradGuard, which restores it).
   static void set_enabled(bool on);
 };
 class NoGradGuard {
@@ -85,7 +94,9 @@ class NoGradGuard {
 // any non-finite value); the first one throws an AutogradError naming the op
 // and its input shapes.
 struct AnomalyMode {
+  // Whether anomaly checks run on this thread.
   static bool enabled();
+  // Turns them on or off for this thread (prefer AnomalyGuard, which restores it).
   static void set_enabled(bool on);
 };
 class AnomalyGuard {

@@ -64,6 +64,9 @@ class GradcheckError : public Error { using Error::Error; };
 
 using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
+// Checks fn's analytic gradients against finite differences for every input
+// that requires grad (see above); the report says what failed and where. With
+// options.raise_on_failure a failure throws GradcheckError instead.
 GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 

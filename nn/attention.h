@@ -39,6 +39,7 @@ struct AttentionCache {
   Tensor k, v;           // [B, H, capacity, D] storage; rows [0, length) are valid
   int64_t length = 0;    // t
   bool cross = false;    // cross-attention: filled once from memory, then reused
+  // Empties the cache for a new sequence (drops the buffers).
   void reset() { k = v = Tensor(); length = 0; }
   Tensor keys() const;    // [B, H, t, D] view
   Tensor values() const;  // [B, H, t, D] view
@@ -92,6 +93,9 @@ class MultiHeadAttention : public Module {
  public:
   // MultiHeadAttention({.embed_dim = 64, .num_heads = 4}, gen); gen draws the initial weights.
   MultiHeadAttention(const MHAConfig& config, Generator& gen);
+  // query [B, T, E], key [B, S, kdim], value [B, S, vdim] -> out [B, T, E]
+  // (and the weights with need_weights). Other ranks or feature sizes are a
+  // ShapeError. With opt.cache, query/key/value are the new step(s) only.
   MHAOutput forward(const Tensor& query, const Tensor& key, const Tensor& value, const MHAOptions& opt = {});
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   double dropout;
@@ -115,6 +119,7 @@ std::vector<std::pair<std::string, std::shared_ptr<MultiHeadAttention>>> attenti
 // observer (an empty one removes it); the earlier observers come back after.
 class AttentionObserverGuard {
  public:
+  // Sets the observers (see above); make is called once per attention module.
   AttentionObserverGuard(const Module& root, const std::function<AttentionObserver(const std::string& name)>& make);
   ~AttentionObserverGuard();
   AttentionObserverGuard(const AttentionObserverGuard&) = delete;

@@ -13,6 +13,8 @@ class Embedding : public Module {
   // never receives a gradient.
   Embedding(int64_t num_embeddings, int64_t embedding_dim, Generator& gen,
             std::optional<int64_t> padding_idx = std::nullopt, DType dtype = DType::f32);
+  // ids [B, T] i64 (any shape [*]) -> [B, T, E]: the rows weight[ids]. An id
+  // outside [0, V) is an IndexError.
   Tensor forward(const Tensor& ids);
   int64_t num_embeddings, embedding_dim;
   std::optional<int64_t> padding_idx;
@@ -30,7 +32,10 @@ class Embedding : public Module {
 class PositionalEncoding : public Module {
  public:
   enum class Kind { sinusoidal, learned };
+  // A table for positions [0, max_len) of width dim; sizes must be positive (ValueError).
   PositionalEncoding(int64_t max_len, int64_t dim, Kind kind, Generator& gen, DType dtype = DType::f32);
+  // x [B, T, E] -> x + pe[start : start + T]; positions past max_len or a width
+  // other than dim are a ShapeError.
   Tensor forward(const Tensor& x, int64_t start = 0);
   int64_t max_len, dim;
   Kind kind;

@@ -33,12 +33,16 @@ using AdamWOptions = AdamFields<1e-2>;
 
 class Adam : public Optimizer {
  public:
+  // Adam over params with options. An empty list, a non-floating parameter or a
+  // bad option (negative lr or eps, beta outside [0, 1)) is a ValueError or DTypeError.
   Adam(std::vector<Tensor> params, AdamOptions options = {});
   // Groups may override lr and weight_decay; the rest of `options` is shared.
   Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
+  // The hyper-parameters given (groups may override lr and weight_decay).
   const AdamOptions& adam_options() const { return opt_; }
 
  protected:
+  // For AdamW: decoupled weight decay under another name.
   Adam(std::string name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
   void update(const Group& group, size_t index, const Tensor& param, const Tensor& grad) override;
   std::vector<std::pair<std::string, double>> options() const override;
@@ -50,6 +54,8 @@ class Adam : public Optimizer {
 
 class AdamW : public Adam {
  public:
+  // AdamW over params (weight_decay 1e-2 by default); the same checks as Adam.
+  // The second form takes groups that may override lr and weight_decay.
   AdamW(std::vector<Tensor> params, AdamWOptions options = {});
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});
 };

@@ -26,9 +26,13 @@ struct SGDOptions {
 
 class SGD : public Optimizer {
  public:
+  // SGD over params with options. An empty list, a non-floating parameter or a
+  // bad option (negative lr or momentum, nesterov without momentum) is a
+  // ValueError or DTypeError.
   SGD(std::vector<Tensor> params, SGDOptions options = {});
   // Groups may override lr and weight_decay; the rest of `options` is shared.
   SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
+  // The hyper-parameters given (groups may override lr and weight_decay).
   const SGDOptions& sgd_options() const { return opt_; }
 
  protected:

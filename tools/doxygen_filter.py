@@ -13,8 +13,9 @@ copy of the docs. This filter prints FILE with, at namespace and class scope:
     continue it -> ///< (documents that declaration).
 In the text, indented runs (shape tables, code) are kept preformatted and
 Doxygen's special characters are escaped. Left alone: section banners
-(// ---- ...), blocks followed by a blank line, a preprocessor line,
-namespace or a closing brace, and every comment inside a function body.
+(// ---- ... --; a comment under one is doc), blocks followed by a blank
+line, a preprocessor line, namespace or a closing brace, and every comment
+inside a function body.
 fmt::formatter specializations are blanked out. The line count never
 changes, so Doxygen's warnings give the header's own line numbers.
 Usage: doxygen_filter.py FILE  (Doxygen appends FILE)
@@ -38,7 +39,7 @@ def strip_strings(line):
 
 def decl_name(line):
     """The function name a declaration line declares ('operator' for any operator)."""
-    code = strip_strings(line)
+    code = re.sub(r"^\s*template\s*<[^<>]*>", "", strip_strings(line))
     m = NAME.search(code)
     if not m:
         return None
@@ -86,10 +87,14 @@ def main(path):
             j = k
             while j < n and COMMENT.match(lines[j]):
                 j += 1
-            if not BANNER.match(line) and j < n and not NOT_DECL.match(lines[j]):
+            if BANNER.match(line):  # a banner (to its line ending in --) heads the block; the rest may be doc
+                while k < j and not lines[k].rstrip().endswith("--"):
+                    k += 1
+                k += 1
+            if k < j and j < n and not NOT_DECL.match(lines[j]):
                 block = [COMMENT.match(lines[t]) for t in range(k, j)]
                 doc(out, lines, k, j)
-                # Overloads right below share the block: a trailing ///< copy of its text.
+                # Overloads right below share the block: a /** copy */ in front of each.
                 name = decl_name(lines[j])
                 text = escape(" ".join(c.group(2).strip() for c in block))
                 t = j + 1
@@ -103,7 +108,7 @@ def main(path):
                     while e < n and not pending_ends(lines[e]):
                         e += 1
                     if e < n and "//" not in lines[e]:
-                        out[e] = lines[e] + "  ///< " + text
+                        out[t] = "/** " + text + " */ " + out[t]
                     t = e + 1
             trailing_indent = None
             k = j

@@ -49,6 +49,8 @@ SafetensorsData parse_safetensors(std::string_view bytes, std::string_view sourc
 // serialize_safetensors + write_file_atomic.
 void save_safetensors(const std::string& path, const TensorMap& tensors,
                       const Metadata& metadata = {});
+// read_file_bytes + parse_safetensors: the tensors and metadata of the file at
+// path; a missing file or a malformed one is an IOError naming path.
 SafetensorsData load_safetensors(const std::string& path);
 
 // Replace the file at `path` with `bytes` so that a crash or a failed write
