@@ -8,6 +8,7 @@
 
 namespace attograd {
 
+// A tensor's element type: f32 float, f64 double, i64 int64_t, b8 bool.
 enum class DType : uint8_t { f32, f64, i64, b8 };
 
 // Bytes per element: f32 4, f64 8, i64 8, b8 1.

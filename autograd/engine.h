@@ -21,6 +21,7 @@ class Grads;
 // with `dx[i] += ...` for every i where dx.needs(i).
 using BackwardFn = std::function<void(const Tensor& grad, Grads& dx)>;
 
+// One recorded op in the graph: what backward needs to run it (see above).
 struct Node {
   std::string name;                         // "mul", "matmul", "AccumulateGrad", ...
   std::vector<std::shared_ptr<Node>> next;  // producer of input i; null: input needs no grad
@@ -43,6 +44,7 @@ struct Node {
 // it to whatever other consumers of that input already contributed.
 class Grads {
  public:
+  // dx[i]: a handle on input i's gradient, for `dx[i] += g`.
   class Slot {
    public:
     // The gradient of input i of g's node (made by Grads::operator[]).
@@ -78,6 +80,8 @@ struct GradMode {
   // Turns recording on or off for this thread (prefer NoGradGuard, which restores it).
   static void set_enabled(bool on);
 };
+// No graph recording on this thread while it lives (torch.no_grad()); the
+// previous mode comes back after.
 class NoGradGuard {
  public:
   NoGradGuard() : prev_(GradMode::enabled()) { GradMode::set_enabled(false); }
@@ -99,6 +103,7 @@ struct AnomalyMode {
   // Turns them on or off for this thread (prefer AnomalyGuard, which restores it).
   static void set_enabled(bool on);
 };
+// Anomaly detection on this thread while it lives (see AnomalyMode).
 class AnomalyGuard {
  public:
   AnomalyGuard() : prev_(AnomalyMode::enabled()) { AnomalyMode::set_enabled(true); }

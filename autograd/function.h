@@ -34,6 +34,8 @@
 
 namespace attograd {
 
+// What a custom op's forward hands its backward: saved tensors, and which
+// inputs need a gradient.
 class FunctionCtx {
  public:
   // Tensors that backward needs (kept until backward has run).
@@ -61,6 +63,8 @@ Tensor custom_op(std::string name, const std::vector<Tensor>& inputs,
                  std::function<Tensor(FunctionCtx&, const std::vector<Tensor>&)> forward,
                  std::function<std::vector<Tensor>(FunctionCtx&, const Tensor&)> backward);
 
+// CRTP base of a custom op with a hand-written backward (see above): Derived
+// has a static `name`, forward(ctx, inputs) and backward(ctx, grad).
 template <class Derived>
 class Function {
  public:

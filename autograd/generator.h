@@ -7,6 +7,7 @@
 
 namespace attograd {
 
+// The random source every random function takes (see above).
 class Generator {
  public:
   // Seeded with seed; equal seeds give equal sequences on every machine.
@@ -19,6 +20,7 @@ class Generator {
   double normal();        // N(0, 1), Box-Muller on two uniforms
   uint64_t randint(uint64_t n);  // [0, n), unbiased
 
+  // The whole state: four 64-bit words.
   using State = std::array<uint64_t, 4>;
   // The four words that make the whole state, for a checkpoint.
   State state() const { return s_; }

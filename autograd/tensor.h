@@ -36,6 +36,7 @@
 
 namespace attograd {
 
+// A tensor's sizes (or strides), outermost dim first.
 using Shape = std::vector<int64_t>;
 struct Node;
 
@@ -43,6 +44,8 @@ struct Node;
 // definition is internal to autograd/ (autograd/tensor_impl.h).
 struct TensorImpl;
 
+// An N-dimensional array with a dtype, and a node of the autograd graph when
+// it requires grad; a cheap shared handle (see above for aliasing).
 class Tensor {
  public:
   Tensor() = default;

@@ -47,6 +47,7 @@ struct AttentionCache {
   size_t bytes_allocated() const;  // with spare capacity
 };
 
+// Per-call options of MultiHeadAttention::forward (masks as described above).
 struct MHAOptions {
   Tensor attn_mask;
   Tensor key_padding_mask;
@@ -56,6 +57,7 @@ struct MHAOptions {
   AttentionCache* cache = nullptr;  // incremental decoding (see AttentionCache)
 };
 
+// What MultiHeadAttention::forward returns.
 struct MHAOutput {
   Tensor out;      // [B, T, E]
   Tensor weights;  // [B, H, T, S] (or [B, T, S] averaged); only with need_weights
@@ -79,6 +81,7 @@ struct AttentionCall {
 // hands out its weights (a copy of them when autograd records the forward).
 using AttentionObserver = std::function<void(AttentionCall&)>;
 
+// A MultiHeadAttention's shape and settings.
 struct MHAConfig {
   int64_t embed_dim = 0;                    // E
   int64_t num_heads = 1;                    // H, divides E
@@ -89,6 +92,8 @@ struct MHAConfig {
   DType dtype = DType::f32;
 };
 
+// PyTorch's nn.MultiheadAttention (batch_first=True): projections q_proj,
+// k_proj, v_proj, out_proj around the fused scaled_dot_product_attention.
 class MultiHeadAttention : public Module {
  public:
   // MultiHeadAttention({.embed_dim = 64, .num_heads = 4}, gen); gen draws the initial weights.

@@ -7,6 +7,7 @@
 
 namespace attograd {
 
+// A lookup table of V vectors of width E: ids [*] -> [*, E] (nn.Embedding).
 class Embedding : public Module {
  public:
   // weight ~ N(0, 1) (PyTorch's init); the padding_idx row starts at zero and
@@ -31,6 +32,7 @@ class Embedding : public Module {
 // `start` offsets the positions (incremental decoding feeds one step at a time).
 class PositionalEncoding : public Module {
  public:
+  // Fixed sinusoids, or a learned table.
   enum class Kind { sinusoidal, learned };
   // A table for positions [0, max_len) of width dim; sizes must be positive (ValueError).
   PositionalEncoding(int64_t max_len, int64_t dim, Kind kind, Generator& gen, DType dtype = DType::f32);

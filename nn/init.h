@@ -9,6 +9,7 @@
 
 namespace attograd::init {
 
+// A weight's fan-in and fan-out (see above).
 struct Fans { int64_t fan_in, fan_out; };
 Fans fans(const Tensor& t);  // needs at least 2 dims
 

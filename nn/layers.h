@@ -43,6 +43,7 @@ class Dropout : public UnaryModule {
   std::shared_ptr<Generator> gen_;
 };
 
+// max(x, 0) as a module.
 class ReLU : public UnaryModule {
  public:
   ReLU() : UnaryModule("ReLU") {}
@@ -50,6 +51,7 @@ class ReLU : public UnaryModule {
   Tensor forward(const Tensor& x) override { return relu(x); }
 };
 
+// gelu(x) as a module (exact, or the tanh approximation).
 class GELU : public UnaryModule {
  public:
   // Exact GELU by default; GeluApprox::tanh is PyTorch's approximate='tanh'.

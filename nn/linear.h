@@ -5,6 +5,7 @@
 
 namespace attograd {
 
+// A fully connected layer, y = x Wᵀ + b (nn.Linear).
 class Linear : public UnaryModule {
  public:
   // PyTorch's init: weight ~ kaiming-uniform(a=√5) = U(±1/√in), bias ~ U(±1/√in).

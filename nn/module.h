@@ -28,6 +28,8 @@ namespace attograd {
 
 using TensorMap = std::map<std::string, Tensor>;
 
+// Base of every layer: a registry of named parameters, buffers and submodules
+// (see above).
 class Module {
  public:
   // type_name is what repr() and error messages show ("Linear", "MyLayer").
@@ -82,8 +84,8 @@ class Module {
   // Called by train(); modules with mode-dependent state may override.
   virtual void on_train(bool) {}
 
-  // Registers t (defined) as parameter `name` and returns it: a name without '.'
-  // that is not taken yet (ValueError otherwise).
+  // Registers t (defined) as parameter `name` and returns it; the name must be
+  // new and non-empty, with no dot in it (ValueError otherwise).
   Tensor register_parameter(const std::string& name, Tensor t);
   // Registers a buffer: state that is not trained (a mask, a table); persistent
   // ones are in state_dict(). Same naming rules as parameters.

@@ -24,8 +24,10 @@
 
 namespace attograd {
 
+// The feed-forward block's nonlinearity.
 enum class Activation { relu, gelu };
 
+// The model's shape and options; checkpoints store it as JSON.
 struct TransformerConfig {
   int64_t src_vocab = 16, tgt_vocab = 16;
   int64_t d_model = 64, heads = 4, d_ff = 256;
@@ -46,6 +48,7 @@ struct TransformerConfig {
   static TransformerConfig from_json(const nlohmann::json& j);
 };
 
+// The position-wise feed-forward block: Linear2(Drop(act(Linear1(x)))).
 class FeedForward : public UnaryModule {
  public:
   // d_model -> d_ff -> d_model with act between; dropout_gen draws the dropout masks.
@@ -58,6 +61,7 @@ class FeedForward : public UnaryModule {
   Activation activation;
 };
 
+// Self-attention then feed-forward, each in a residual (pre-LN or post-LN).
 class TransformerEncoderLayer : public Module {
  public:
   // One layer of shape c (see validate()); gen draws the initial weights,
@@ -104,6 +108,8 @@ struct DecoderInputs {
   Tensor memory_key_padding_mask;  // [B, S] b8, true at padding; may be undefined
 };
 
+// Masked self-attention, cross-attention to the memory, then feed-forward,
+// each in a residual (pre-LN or post-LN).
 class TransformerDecoderLayer : public Module {
  public:
   // One layer of shape c; gen draws the initial weights, dropout_gen the dropout masks.
@@ -141,6 +147,8 @@ class TransformerDecoder : public Module {
   std::shared_ptr<LayerNorm> norm;  // pre-LN only
 };
 
+// The whole encoder-decoder: embeddings, positional encoding, encoder, decoder
+// and the generator (the output projection to V_tgt logits).
 class Seq2SeqTransformer : public Module {
  public:
   // The whole model for config c (validated: ValueError naming a bad field);

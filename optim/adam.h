@@ -28,9 +28,12 @@ struct AdamFields {
   double weight_decay = DefaultWeightDecay;
   bool amsgrad = false;
 };
+// Adam's hyper-parameters (weight_decay 0 by default).
 using AdamOptions = AdamFields<0.0>;
+// AdamW's hyper-parameters (weight_decay 1e-2 by default).
 using AdamWOptions = AdamFields<1e-2>;
 
+// Adam with coupled L2 weight decay (torch.optim.Adam).
 class Adam : public Optimizer {
  public:
   // Adam over params with options. An empty list, a non-floating parameter or a
@@ -52,6 +55,7 @@ class Adam : public Optimizer {
   bool decoupled_;  // AdamW's weight decay
 };
 
+// Adam with decoupled weight decay (torch.optim.AdamW).
 class AdamW : public Adam {
  public:
   // AdamW over params (weight_decay 1e-2 by default); the same checks as Adam.

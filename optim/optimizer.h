@@ -33,6 +33,7 @@
 
 namespace attograd::optim {
 
+// An optimizer's state as flat name -> tensor entries (see above).
 using StateDict = std::map<std::string, Tensor>;
 
 // What a caller passes in: the parameters, and optionally this group's own lr
@@ -48,8 +49,10 @@ inline std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
   return {ParamGroup{std::move(params), std::nullopt, std::nullopt}};
 }
 
+// Base of SGD, Adam and AdamW (see above); a subclass writes update() and options().
 class Optimizer {
  public:
+  // A parameter group with its lr and weight decay resolved.
   struct Group {
     std::vector<Tensor> params;
     double lr;

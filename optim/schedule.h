@@ -15,6 +15,7 @@
 
 namespace attograd::optim {
 
+// Base of the learning-rate schedules: a subclass writes formula().
 class Schedule {
  public:
   virtual ~Schedule() = default;

@@ -16,6 +16,7 @@
 
 namespace attograd::optim {
 
+// SGD's hyper-parameters, as torch.optim.SGD's arguments.
 struct SGDOptions {
   double lr = 1e-3;
   double momentum = 0;
@@ -24,6 +25,7 @@ struct SGDOptions {
   double weight_decay = 0;
 };
 
+// Stochastic gradient descent with optional momentum (torch.optim.SGD).
 class SGD : public Optimizer {
  public:
   // SGD over params with options. An empty list, a non-floating parameter or a

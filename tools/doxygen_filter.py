@@ -152,7 +152,7 @@ def escape(text):
 
 def escape_pre(text):
     """A line inside <pre>: HTML entities, and Doxygen's command characters escaped."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     return re.sub(r"([\\@])", r"\\\1", text)
 
 

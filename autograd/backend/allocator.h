@@ -11,6 +11,8 @@
 
 namespace attograd {
 
+// Where tensor storage comes from: 64-byte aligned blocks, with byte counters.
+// Implement it to plug in another memory source (set_allocator).
 class Allocator {
  public:
   virtual ~Allocator() = default;

@@ -31,9 +31,12 @@
 
 namespace attograd {
 
+// Tensors by name, as a file stores them.
 using TensorMap = std::map<std::string, Tensor>;
+// The file's "__metadata__": string keys and values.
 using Metadata = std::map<std::string, std::string>;
 
+// A parsed file: its tensors and its metadata.
 struct SafetensorsData {
   TensorMap tensors;
   Metadata metadata;

@@ -36,6 +36,7 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 // max(x, 0) elementwise; the gradient at 0 is 0.
 Tensor relu(const Tensor& x);
+// How gelu computes Φ(x).
 enum class GeluApprox { none, tanh };  // none: exact erf form (PyTorch's default)
 // GELU, x·Φ(x): exact (erf) or PyTorch's tanh approximation.
 Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::none);

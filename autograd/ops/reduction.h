@@ -23,6 +23,7 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
 // over all elements, list the dims.)
 Tensor var(const Tensor& x);
 
+// max(x, dim)'s result: the values and their positions.
 struct MaxResult {
   Tensor values;   // differentiable
   Tensor indices;  // i64, position of the first maximum along dim

@@ -45,7 +45,7 @@ done
 
 # The self-test: the planted undocumented function, and only it, is reported.
 if (( selftest_rc == 0 )); then sed 's/^/  /' "$work/selftest"; fail "self-test: a tree with an undocumented function passed"; fi
-grep -qE '^  nn/linear\.h:[0-9]+ attograd: planted_undocumented\(' "$work/selftest" ||
+grep -qE '^ +nn/linear\.h:[0-9]+: attograd: planted_undocumented\(' "$work/selftest" ||
   { sed 's/^/  /' "$work/selftest"; fail "self-test: the planted undocumented function was not reported"; }
 if grep -q 'planted_documented' "$work/selftest"; then fail "self-test: a documented function was reported"; fi
 grep -q '; 1 problem(s)' "$work/selftest" || { sed 's/^/  /' "$work/selftest"; fail "self-test: expected exactly 1 problem"; }
