@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The API reference: scripts/docs builds it (Doxygen over the public headers)
-# into BUILD_DIR/docs and fails on a public function of autograd/, nn/ or
-# optim/ without a comment, or on a comment Doxygen cannot read. Also checks
+# into BUILD_DIR/docs and fails on a public function, class, enum or alias
+# without a comment, or on a comment Doxygen cannot read. Also checks
 # that docs/Doxyfile leaves out exactly the headers cmake/install.cmake keeps
 # private, and that a class page carries its header's comments.
 # Then it checks itself: a copy of the headers with one planted undocumented
