@@ -5,7 +5,7 @@ attograd's headers document themselves with ordinary // comments, and the API
 reference (docs/Doxyfile, scripts/docs) is made from them, so there is one
 copy of the docs. This filter prints FILE with, at namespace and class scope:
   - the comment block that opens the file (before #pragma once) -> the file's
-    page (/// @file);
+    page (/// @file), or the front page for attograd/attograd.h;
   - a // block directly above a declaration (no blank line between) -> ///,
     and the same text for the overloads (same name, or operators) that
     follow it line after line;
@@ -58,7 +58,8 @@ def main(path):
         i += 1
     if i > 0:
         doc(out, lines, 0, i)
-        out[i - 1] += " @file"
+        # The umbrella header's comment is the reference's front page.
+        out[i - 1] += " @mainpage attograd API reference" if path.endswith("attograd/attograd.h") else " @file"
 
     # fmt::formatter specializations (outside namespace attograd) are left out:
     # Doxygen cannot place them ("scope not found"); they only make fmt print.
