@@ -3,7 +3,8 @@
 # into BUILD_DIR/docs and fails on a public function, class, enum or alias
 # without a comment, or on a comment Doxygen cannot read. Also checks
 # that docs/Doxyfile leaves out exactly the headers cmake/install.cmake keeps
-# private, and that a class page carries its header's comments.
+# private, that a class page carries its header's comments and that the front
+# page is the umbrella header's.
 # Then it checks itself: a copy of the headers with one planted undocumented
 # function (and one documented) must fail, naming the first only.
 # Usage: scripts/test.d/65-apidocs.sh BUILD_DIR   (about 20 s)
@@ -36,12 +37,14 @@ scripts/docs --out "$build/docs" || rc=$?
 wait "$selftest" && selftest_rc=0 || selftest_rc=$?
 (( rc == 0 )) || fail "the API reference has the problems above"
 
-# A class page shows its header's comments (the filter worked).
+# A class page shows its header's comments (the filter worked), and the front
+# page is the umbrella header's comment.
 page=$build/docs/html/classattograd_1_1MultiHeadAttention.html
 [[ -f $page ]] || fail "no page for MultiHeadAttention ($page)"
 for phrase in "gen draws the initial weights" "Unset by default"; do
   grep -qF "$phrase" "$page" || fail "MultiHeadAttention's page lacks its header comment '$phrase'"
 done
+grep -qF "Where to start" "$build/docs/html/index.html" || fail "the front page is not attograd/attograd.h's comment"
 
 # The self-test: the planted undocumented function, and only it, is reported.
 if (( selftest_rc == 0 )); then sed 's/^/  /' "$work/selftest"; fail "self-test: a tree with an undocumented function passed"; fi
