@@ -3,6 +3,14 @@
 // custom Functions and gradcheck, safetensors I/O, the nn modules, the
 // optimizers and the data pipeline. Each header below can also be included
 // on its own.
+//
+// Where to start: attograd::Tensor (autograd/tensor.h) and the ops
+// (autograd/ops/, one header per family, shapes in each comment); backward,
+// NoGradGuard and the graph (autograd/engine.h); custom ops with a
+// hand-written backward (autograd/function.h) and gradcheck
+// (autograd/gradcheck.h); attograd::Module and the layers (nn/); the
+// optimizers and learning-rate schedules (attograd::optim, optim/); datasets
+// and the DataLoader (data/). docs/autograd.md walks through the engine.
 #pragma once
 
 #include <attograd/version.h>

@@ -8,8 +8,10 @@
 
 namespace attograd {
 
+// A tensor's element type: f32 float, f64 double, i64 int64_t, b8 bool.
 enum class DType : uint8_t { f32, f64, i64, b8 };
 
+// Bytes per element: f32 4, f64 8, i64 8, b8 1.
 constexpr size_t dtype_size(DType d) {
   switch (d) {
     case DType::f32: return 4;
@@ -20,6 +22,7 @@ constexpr size_t dtype_size(DType d) {
   return 0;
 }
 
+// "f32", "f64", "i64" or "b8", as error messages and printing show them.
 constexpr std::string_view dtype_name(DType d) {
   switch (d) {
     case DType::f32: return "f32";
@@ -30,8 +33,10 @@ constexpr std::string_view dtype_name(DType d) {
   return "?";
 }
 
+// True for f32 and f64, the dtypes that can require grad.
 constexpr bool is_floating(DType d) { return d == DType::f32 || d == DType::f64; }
 
+// The DType of C++ element type T: float, double, int64_t or bool.
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }

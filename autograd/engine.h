@@ -21,6 +21,7 @@ class Grads;
 // with `dx[i] += ...` for every i where dx.needs(i).
 using BackwardFn = std::function<void(const Tensor& grad, Grads& dx)>;
 
+// One recorded op in the graph: what backward needs to run it (see above).
 struct Node {
   std::string name;                         // "mul", "matmul", "AccumulateGrad", ...
   std::vector<std::shared_ptr<Node>> next;  // producer of input i; null: input needs no grad
@@ -43,18 +44,26 @@ struct Node {
 // it to whatever other consumers of that input already contributed.
 class Grads {
  public:
+  // dx[i]: a handle on input i's gradient, for `dx[i] += g`.
   class Slot {
    public:
+    // The gradient of input i of g's node (made by Grads::operator[]).
     Slot(Grads& g, size_t i) : g_(g), i_(i) {}
+    // Adds g to input i's gradient; a shape or dtype that does not fit input i
+    // is a ShapeError or DTypeError naming the op and both shapes.
     void operator+=(const Tensor& g) { g_.accumulate(i_, g); }
    private:
     Grads& g_;
     size_t i_;
   };
+  // The engine makes one per node it runs; sink receives each input's gradient.
   Grads(Node& node, std::function<void(Node*, const Tensor&)> sink)
       : node_(node), sink_(std::move(sink)) {}
+  // Whether input i wants a gradient: skip computing the ones that do not.
   bool needs(size_t i) const { return i < node_.next.size() && node_.next[i] != nullptr; }
+  // dx[i]: where input i's gradient goes (dx[i] += g).
   Slot operator[](size_t i) { return Slot(*this, i); }
+  // The node whose backward is running (its op name and input shapes).
   const Node& node() const { return node_; }
 
  private:
@@ -66,9 +75,13 @@ class Grads {
 // Gradient recording is on by default; NoGradGuard turns it off in a scope
 // (thread-local), like torch.no_grad().
 struct GradMode {
+  // Whether ops record the graph on this thread.
   static bool enabled();
+  // Turns recording on or off for this thread (prefer NoGradGuard, which restores it).
   static void set_enabled(bool on);
 };
+// No graph recording on this thread while it lives (torch.no_grad()); the
+// previous mode comes back after.
 class NoGradGuard {
  public:
   NoGradGuard() : prev_(GradMode::enabled()) { GradMode::set_enabled(false); }
@@ -85,9 +98,12 @@ class NoGradGuard {
 // any non-finite value); the first one throws an AutogradError naming the op
 // and its input shapes.
 struct AnomalyMode {
+  // Whether anomaly checks run on this thread.
   static bool enabled();
+  // Turns them on or off for this thread (prefer AnomalyGuard, which restores it).
   static void set_enabled(bool on);
 };
+// Anomaly detection on this thread while it lives (see AnomalyMode).
 class AnomalyGuard {
  public:
   AnomalyGuard() : prev_(AnomalyMode::enabled()) { AnomalyMode::set_enabled(true); }

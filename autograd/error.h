@@ -12,6 +12,7 @@ namespace attograd {
 // print what() on one line, and exit with code 2.
 class Error : public std::runtime_error {
  public:
+  // msg is the whole message ("<op>: ..."); use fail<E>() to build one.
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 

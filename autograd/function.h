@@ -34,11 +34,15 @@
 
 namespace attograd {
 
+// What a custom op's forward hands its backward: saved tensors, and which
+// inputs need a gradient.
 class FunctionCtx {
  public:
   // Tensors that backward needs (kept until backward has run).
   void save_for_backward(std::vector<Tensor> ts);
+  // Everything save_for_backward kept, in order.
   const std::vector<Tensor>& saved_tensors() const { return saved_; }
+  // The i-th saved tensor; out of range is an IndexError.
   const Tensor& saved(size_t i) const;
   // Whether input i needs a gradient: skip the work for the ones that do not.
   bool needs_input_grad(size_t i) const { return i < needs_.size() && needs_[i]; }
@@ -51,17 +55,26 @@ class FunctionCtx {
   std::vector<bool> needs_;
 };
 
+// Runs forward(ctx, detached inputs) without recording, then records one node
+// `name` whose backward calls backward(ctx, grad). forward must return a
+// floating tensor (DTypeError); backward, one gradient per input (a wrong
+// count is an AutogradError, a wrong shape a ShapeError).
 Tensor custom_op(std::string name, const std::vector<Tensor>& inputs,
                  std::function<Tensor(FunctionCtx&, const std::vector<Tensor>&)> forward,
                  std::function<std::vector<Tensor>(FunctionCtx&, const Tensor&)> backward);
 
+// CRTP base of a custom op with a hand-written backward (see above): Derived
+// has a static `name`, forward(ctx, inputs) and backward(ctx, grad).
 template <class Derived>
 class Function {
  public:
+  // Square{}(x), Op{...}(a, b): apply() on the tensors given.
   template <class... Ts>
   Tensor operator()(const Ts&... inputs) const {
     return apply(std::vector<Tensor>{inputs...});
   }
+  // custom_op with Derived::name, this object's forward and backward (a copy of
+  // the object, with its parameters, lives in the graph).
   Tensor apply(const std::vector<Tensor>& inputs) const {
     const Derived self = static_cast<const Derived&>(*this);
     return custom_op(

@@ -30,6 +30,7 @@
 
 namespace attograd {
 
+// Tolerances and checks of gradcheck(); eps is the finite-difference step.
 struct GradcheckOptions {
   double eps = 1e-6;
   double atol = 1e-5;
@@ -40,6 +41,7 @@ struct GradcheckOptions {
   bool check_linearity = true;
 };
 
+// gradcheck's findings for one input.
 struct InputReport {
   size_t input = 0;           // index into the inputs
   bool checked = false;       // false when the input does not require grad
@@ -52,6 +54,7 @@ struct InputReport {
   double numerical = 0, analytical = 0;
 };
 
+// gradcheck's result: ok, one report per input, and readable lines.
 struct GradcheckReport {
   bool ok = true;
   std::vector<InputReport> inputs;
@@ -62,8 +65,12 @@ struct GradcheckReport {
 
 class GradcheckError : public Error { using Error::Error; };
 
+// The function under test: inputs -> one output tensor.
 using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
+// Checks fn's analytic gradients against finite differences for every input
+// that requires grad (see above); the report says what failed and where. With
+// options.raise_on_failure a failure throws GradcheckError instead.
 GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 

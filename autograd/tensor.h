@@ -36,6 +36,7 @@
 
 namespace attograd {
 
+// A tensor's sizes (or strides), outermost dim first.
 using Shape = std::vector<int64_t>;
 struct Node;
 
@@ -43,42 +44,65 @@ struct Node;
 // definition is internal to autograd/ (autograd/tensor_impl.h).
 struct TensorImpl;
 
+// An N-dimensional array with a dtype, and a node of the autograd graph when
+// it requires grad; a cheap shared handle (see above for aliasing).
 class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}  // autograd/ only
 
   // ---- creation -----------------------------------------------------------
+  // A new contiguous tensor of `shape` with uninitialized values. A negative
+  // size is a ShapeError.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32);
+  // A new contiguous tensor of `shape` filled with 0 (false for b8).
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  // A new contiguous tensor of `shape` filled with 1 (true for b8).
   static Tensor ones(const Shape& shape, DType dtype = DType::f32);
+  // A new contiguous tensor of `shape` with every element `value`, converted to dtype.
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
+  // 1-d: start, start + step, ... while below end (above it for a negative step),
+  // ceil((end - start) / step) elements, none if that is negative; step 0 is a ValueError.
   static Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::f32);
   static Tensor rand(const Shape& shape, Generator& gen, DType dtype = DType::f32);   // U[0,1)
   static Tensor randn(const Shape& shape, Generator& gen, DType dtype = DType::f32);  // N(0,1)
+  // Values drawn from U[lo, hi) by gen; floating dtypes only (DTypeError), lo > hi is a ValueError.
   static Tensor uniform(const Shape& shape, double lo, double hi, Generator& gen,
                         DType dtype = DType::f32);
+  // Values drawn from N(mean, std²) by gen; floating dtypes only (DTypeError), std < 0 is a ValueError.
   static Tensor normal(const Shape& shape, double mean, double std, Generator& gen,
                        DType dtype = DType::f32);
   // From values and a shape; the values are converted to dtype.
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape,
                             DType dtype = DType::f32);
+  // From float, int64_t or bool values: an f32, i64 or b8 tensor. Values that
+  // do not fill shape are a ShapeError (in every from_vector).
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
   static Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
   static Tensor from_vector(const std::vector<bool>& values, const Shape& shape);
+  // Tensor::from_list({1, 2, 3, 4}, {2, 2}): from_vector for a braced list.
   static Tensor from_list(std::initializer_list<double> values, const Shape& shape,
                           DType dtype = DType::f32);
+  // A 0-d tensor (shape []) holding value.
   static Tensor scalar(double value, DType dtype = DType::f32);
 
   // ---- metadata -----------------------------------------------------------
+  // False for a default-constructed Tensor (no storage); most calls on one are a ValueError.
   bool defined() const { return impl_ != nullptr; }
+  // Sizes of each dim, outermost first ([] for a 0-d tensor).
   const Shape& shape() const;
+  // Element (not byte) steps per dim; a view's may be non-contiguous or 0 (expand).
   const Shape& strides() const;
+  // Number of dims (0 for a scalar).
   int64_t dim() const { return static_cast<int64_t>(shape().size()); }
   int64_t size(int64_t d) const;  // negative d counts from the end
+  // Number of elements: the product of the shape (1 for a 0-d tensor).
   int64_t numel() const;
+  // The element type (f32, f64, i64 or b8).
   DType dtype() const;
+  // Index of element [0,...,0] in the storage, in elements (non-zero for some views).
   int64_t offset() const;
+  // True when the strides are the row-major strides of the shape.
   bool is_contiguous() const;
   // True when this and other share storage.
   bool shares_storage(const Tensor& other) const;
@@ -96,6 +120,8 @@ class Tensor {
   // that the tensor is contiguous (call contiguous() first, and copy_ back if
   // the writes must reach a strided tensor).
   template <class T> std::span<T> span() const;
+  // Untyped pointer to element [0,...,0] (storage plus offset), for code that
+  // dispatches on dtype() itself.
   void* raw_data() const;
   double item() const;  // a one-element tensor's value
   template <class T> std::vector<T> to_vector() const;  // converted, logical order
@@ -105,6 +131,8 @@ class Tensor {
   // Copy src's values into this tensor in place (shapes must match; dtype converts).
   // Not recorded by autograd; use under NoGradGuard on parameters.
   void copy_(const Tensor& src);
+  // Sets every element to value (converted to the dtype), in place through any
+  // strides. Not recorded by autograd.
   void fill_(double value);
   // PyTorch's `t.data = src`: this tensor takes src's storage, layout and
   // dtype in place, so every copy of the handle (a module's member, an
@@ -116,13 +144,20 @@ class Tensor {
 
   // ---- autograd (the members that need the graph's Node: requires_grad_,
   // set_data_, grad_fn_name and backward, are defined in engine.cpp) ------
+  // True for a leaf marked with requires_grad_() and for every result of a
+  // recorded op on one.
   bool requires_grad() const;
   // Mark a leaf as needing a gradient. Only floating leaves can.
   Tensor& requires_grad_(bool on = true);
+  // True when no recorded op made this tensor (it has no grad_fn); backward
+  // fills .grad on leaves only.
   bool is_leaf() const;
   Tensor grad() const;           // undefined until a backward reaches this leaf
+  // Replaces .grad (an undefined g clears it); g must have this tensor's shape
+  // and dtype (ShapeError, DTypeError).
   void set_grad(const Tensor& g);
   void zero_grad();              // drops .grad (PyTorch's set_to_none=True)
+  // The graph node that made this tensor (null for leaves).
   const std::shared_ptr<Node>& grad_fn() const;
   std::string grad_fn_name() const;  // "" for leaves
   // A view of the same storage with no graph history and requires_grad false.
@@ -131,21 +166,36 @@ class Tensor {
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
 
   // ---- views and shape (differentiable; defined in ops/shape.cpp) ---------
+  // The same elements in another shape (one size may be -1, inferred): a view
+  // when contiguous, else a copy. A numel mismatch is a ShapeError.
   Tensor reshape(const Shape& shape) const;
+  // Like reshape, but always a view: a non-contiguous tensor is a ShapeError.
   Tensor view(const Shape& shape) const;
+  // A view with dims d0 and d1 swapped (negative dims count from the end).
   Tensor transpose(int64_t d0, int64_t d1) const;
+  // A view whose dim i is this tensor's dim dims[i]; dims must be a permutation.
   Tensor permute(const std::vector<int64_t>& dims) const;
+  // A view of indices start, start + step, ... below end along dim (negative
+  // start/end wrap, then clamp like Python's); step <= 0 is a ValueError.
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  // A view of `length` indices from start along dim; out of range is an IndexError.
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  // A view broadcast to shape (size-1 dims repeat with stride 0, new dims are
+  // added on the left); the gradient sums back over them.
   Tensor expand(const Shape& shape) const;
+  // A view with a new size-1 dim at position dim.
   Tensor unsqueeze(int64_t dim) const;
+  // A view without dim if its size is 1; otherwise this tensor unchanged.
   Tensor squeeze(int64_t dim) const;
+  // A view without any of the size-1 dims.
   Tensor squeeze() const;
+  // A 1-d reshape of all numel() elements.
   Tensor flatten() const { return reshape({numel()}); }
 
   // Internal to autograd/: TensorImpl is defined in autograd/tensor_impl.h,
   // which nothing outside autograd/ includes. Elsewhere use the API above.
   TensorImpl* impl() const { return impl_.get(); }
+  // The shared handle itself (autograd/ only).
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
@@ -156,7 +206,9 @@ class Tensor {
 
 // ---- helpers used by ops --------------------------------------------------
 std::string shape_str(const Shape& s);        // "[2, 3]"
+// Product of the sizes (1 for []).
 int64_t shape_numel(const Shape& s);
+// Row-major strides of shape s, in elements.
 Shape contiguous_strides(const Shape& s);
 // Wrap a possibly negative dim into [0, ndim); IndexError names `op`.
 int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op);

@@ -21,8 +21,11 @@
 
 namespace attograd {
 
+// How an n-gram order with no match counts: none gives BLEU 0; exp (sacreBLEU's
+// default) uses 100 / (2^k · total) for the k-th such order.
 enum class BleuSmoothing { none, exp };
 
+// corpus_bleu's result with its parts, as sacreBLEU reports them.
 struct BleuScore {
   double score = 0;                  // 0..100
   std::array<double, 4> precisions{};  // p[n] in percent, after smoothing
@@ -31,6 +34,7 @@ struct BleuScore {
   int64_t hyp_len = 0, ref_len = 0;
 };
 
+// A tokenized sentence.
 using TokenSeq = std::vector<std::string>;
 
 // hypotheses[i] is scored against references[i]; ValueError when the counts differ.

@@ -23,6 +23,7 @@
 
 namespace attograd {
 
+// The copy task's alphabet, lengths, direction, seed and size.
 struct CopyTaskOptions {
   int64_t num_symbols = 10;  // alphabet size V >= 1
   int64_t min_len = 1;       // sequence length, uniform in [min_len, max_len]
@@ -32,12 +33,16 @@ struct CopyTaskOptions {
   int64_t size = 10000;      // number of examples
 };
 
+// Random symbol sequences whose target is the source (or its reverse); example
+// i is a pure function of (seed, i), generated on demand.
 class CopyTaskDataset : public Dataset {
  public:
   // ValueError for num_symbols < 1, min_len < 1, min_len > max_len or size < 0.
   explicit CopyTaskDataset(CopyTaskOptions options);
+  // options.size.
   int64_t size() const override { return options_.size; }
   Example get(int64_t i) const override;
+  // The options given.
   const CopyTaskOptions& options() const { return options_; }
 
  private:

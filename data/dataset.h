@@ -12,15 +12,19 @@
 
 namespace attograd {
 
+// One source/target pair of token ids.
 struct Example {
   std::vector<int64_t> src;  // source ids, no <bos>/<eos>
   std::vector<int64_t> tgt;  // target ids, no <bos>/<eos>
+  // Equal ids on both sides.
   bool operator==(const Example&) const = default;
 };
 
+// Random access to examples: what a DataLoader reads.
 class Dataset {
  public:
   virtual ~Dataset() = default;
+  // Number of examples.
   virtual int64_t size() const = 0;
   // Example i for 0 <= i < size(); throws IndexError otherwise.
   virtual Example get(int64_t i) const = 0;
@@ -30,10 +34,14 @@ class Dataset {
 class VectorDataset : public Dataset {
  public:
   VectorDataset() = default;
+  // Holds examples, in order.
   explicit VectorDataset(std::vector<Example> examples) : examples_(std::move(examples)) {}
+  // Number of examples held.
   int64_t size() const override { return static_cast<int64_t>(examples_.size()); }
   Example get(int64_t i) const override;
+  // Appends e as example size().
   void add(Example e) { examples_.push_back(std::move(e)); }
+  // Every example, in order.
   const std::vector<Example>& examples() const { return examples_; }
 
  private:

@@ -27,6 +27,7 @@
 
 namespace attograd {
 
+// One padded batch (see the collate rules above).
 struct Batch {
   Tensor src;                   // [B, S] i64, pad_id where padded
   Tensor tgt_in;                // [B, T] i64, <bos> + tgt, pad_id where padded
@@ -36,9 +37,11 @@ struct Batch {
   Tensor causal_mask;           // [T, T] b8, true above the diagonal (attention not allowed)
   int64_t num_tokens = 0;       // non-pad entries of tgt_out
   std::vector<int64_t> indices; // dataset index of each row
+  // Rows in the batch (B).
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
 };
 
+// The ids collate pads, starts and ends sequences with.
 struct SpecialIds {
   int64_t pad = kPadId, bos = kBosId, eos = kEosId;
 };
@@ -52,6 +55,7 @@ Batch collate(const std::vector<Example>& examples, const SpecialIds& ids = {},
 // [T, T] b8: true at (i, j) with j > i, the positions a causal decoder must not see.
 Tensor causal_mask(int64_t t);
 
+// Batch size, shuffling, seed and special ids of a DataLoader.
 struct LoaderOptions {
   int64_t batch_size = 32;
   bool shuffle = true;
@@ -66,6 +70,7 @@ struct LoaderOptions {
 struct LoaderState {
   int64_t epoch = 0;
   int64_t position = 0;  // batches of this epoch already returned
+  // Same epoch and position.
   bool operator==(const LoaderState&) const = default;
 };
 
@@ -75,10 +80,14 @@ class DataLoader;
 // own position:  for (const Batch& b : loader.epoch_batches()) ...
 class EpochBatches {
  public:
+  // Walks the epoch's batches in order.
   class iterator {
    public:
+    // The batch at this position (made on demand).
     Batch operator*() const;
+    // Moves to the next batch.
     iterator& operator++() { ++position_; return *this; }
+    // Same position.
     bool operator==(const iterator& other) const { return position_ == other.position_; }
 
    private:
@@ -87,8 +96,11 @@ class EpochBatches {
     const EpochBatches* range_;
     int64_t position_;
   };
+  // The epoch's first batch.
   iterator begin() const { return {this, 0}; }
+  // Past the epoch's last batch.
   iterator end() const;
+  // Batches in the epoch (batches_per_epoch()).
   int64_t size() const;
 
  private:
@@ -99,6 +111,7 @@ class EpochBatches {
   std::shared_ptr<const std::vector<int64_t>> order_;  // null: identity order
 };
 
+// Seeded, resumable batching of a Dataset (see above).
 class DataLoader {
  public:
   // The loader keeps a reference: `dataset` must outlive it. ValueError for
@@ -110,21 +123,28 @@ class DataLoader {
   // epoch after its last batch (so the state always names the next batch).
   Batch next();
 
+  // The epoch of the next batch.
   int64_t epoch() const { return state_.epoch; }
+  // Batches of that epoch already returned.
   int64_t position() const { return state_.position; }
+  // {epoch, position}: save it to resume exactly here (set_state).
   LoaderState state() const { return state_; }
   // ValueError unless epoch >= 0 and 0 <= position <= batches_per_epoch()
   // (position == batches_per_epoch() means the start of the next epoch).
   void set_state(LoaderState state);
 
+  // ceil(size / batch_size), or floor with drop_last.
   int64_t batches_per_epoch() const;
   // Batch `position` of epoch `epoch`; does not move the loader.
   Batch batch_at(int64_t epoch, int64_t position) const;
+  // Every batch of epoch `epoch` in order, without moving the loader.
   EpochBatches epoch_batches(int64_t epoch = 0) const;
   // Dataset indices in the order epoch `epoch` visits them.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
+  // The options given.
   const LoaderOptions& options() const { return options_; }
+  // The dataset read (held by reference).
   const Dataset& dataset() const { return dataset_; }
 
   // Shuffling materializes a permutation; larger datasets (e.g. an unbounded

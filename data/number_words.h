@@ -33,6 +33,7 @@ inline constexpr int64_t kMaxNumberWords = 999'999;
 // 288006 "two hundred and eighty-eight thousand and six". ValueError outside the range.
 std::string english_number_words(int64_t n);
 
+// text in the corpus's form (the rules above); any string is accepted.
 std::string normalize_number_words(std::string_view text);
 
 }  // namespace attograd

@@ -13,11 +13,13 @@
 
 namespace attograd {
 
+// Sentence pairs read from a TSV file, with their line numbers.
 struct ParallelText {
   std::string name;                   // file name, for messages
   std::vector<std::string> sources;   // one sentence per pair
   std::vector<std::string> targets;
   std::vector<int64_t> line_numbers;  // 1-based file line of each pair
+  // Number of pairs.
   int64_t size() const { return static_cast<int64_t>(sources.size()); }
 };
 
@@ -26,6 +28,7 @@ struct ParallelText {
 // column not in it (listing the ones that are) or a malformed row.
 ParallelText parse_parallel_tsv(std::string_view text, std::string_view source_column, std::string_view target_column,
                                 std::string_view name = "<tsv>");
+// parse_parallel_tsv on the file at path (IOError if unreadable).
 ParallelText read_parallel_tsv(const std::string& path, std::string_view source_column, std::string_view target_column);
 
 // Tokenized pairs -> examples (no BOS/EOS). Tokens missing from a vocab become

@@ -18,31 +18,44 @@
 
 namespace attograd {
 
+// Splits text into tokens and joins them back: join(split(t)) gives t again,
+// up to whitespace.
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
+  // text -> tokens.
   virtual std::vector<std::string> split(std::string_view text) const = 0;
+  // tokens -> text.
   virtual std::string join(const std::vector<std::string>& tokens) const = 0;
   virtual std::string name() const = 0;  // "word" or "char"
 };
 
+// Words: runs of non-space characters ("word").
 class WhitespaceTokenizer : public Tokenizer {
  public:
+  // Words between runs of ASCII whitespace.
   std::vector<std::string> split(std::string_view text) const override;
+  // Tokens separated by one space.
   std::string join(const std::vector<std::string>& tokens) const override;
   std::string name() const override { return "word"; }
 };
 
+// One token per UTF-8 code point, spaces included ("char").
 class CharTokenizer : public Tokenizer {
  public:
+  // Code points of text; invalid UTF-8 is a ValueError naming the byte.
   std::vector<std::string> split(std::string_view text) const override;
+  // The tokens concatenated.
   std::string join(const std::vector<std::string>& tokens) const override;
   std::string name() const override { return "char"; }
 };
 
+// Words, with each hyphen a token of its own ("hyphen"): "twenty-one" -> twenty, -, one.
 class HyphenWordTokenizer : public Tokenizer {
  public:
+  // Whitespace words, split at hyphens, the hyphens kept as tokens.
   std::vector<std::string> split(std::string_view text) const override;
+  // Words separated by one space, hyphens glued to their neighbours.
   std::string join(const std::vector<std::string>& tokens) const override;
   std::string name() const override { return "hyphen"; }
 };

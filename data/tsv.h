@@ -14,6 +14,7 @@
 
 namespace attograd {
 
+// A parsed tab-separated file.
 struct TsvTable {
   std::vector<std::string> header;              // fields of the '#' line, '#' removed; empty if none
   std::vector<std::vector<std::string>> rows;  // [rows][columns]

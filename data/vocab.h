@@ -27,6 +27,7 @@ inline constexpr int64_t kNumSpecials = 4;
 // What encode does with a token that is not in the vocab.
 enum class OnUnknown { unk, error };
 
+// Token <-> id map; ids 0..3 are the specials <pad>, <bos>, <eos>, <unk>.
 class Vocab {
  public:
   static constexpr std::array<std::string_view, kNumSpecials> kSpecials = {"<pad>", "<bos>", "<eos>", "<unk>"};
@@ -46,10 +47,13 @@ class Vocab {
   // the existing one if it is already present.
   int64_t add(std::string_view token);
 
+  // Number of tokens, specials included.
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  // Whether token has an id.
   bool contains(std::string_view token) const { return ids_.find(token) != ids_.end(); }
   int64_t id(std::string_view token) const;           // kUnkId when absent
   const std::string& token(int64_t id) const;         // IndexError when out of range
+  // Every token by id.
   const std::vector<std::string>& tokens() const { return tokens_; }
 
   // Unknown tokens become <unk>, or with OnUnknown::error throw a ValueError
@@ -67,6 +71,7 @@ class Vocab {
   // The same format held in memory (what load reads); `source` names it in errors.
   static Vocab parse(std::string_view text, std::string_view source = "<vocab>");
 
+  // Same tokens with the same ids.
   bool operator==(const Vocab& other) const { return tokens_ == other.tokens_; }
 
  private:

@@ -45,6 +45,7 @@ struct AttentionCache {
   Tensor k, v;           // [B, G, capacity, D] storage; rows [0, length) are valid
   int64_t length = 0;    // t
   bool cross = false;    // cross-attention: filled once from memory, then reused
+  // Empties the cache for a new sequence (drops the buffers).
   void reset() { k = v = Tensor(); length = 0; }
   Tensor keys() const;    // [B, G, t, D] view
   Tensor values() const;  // [B, G, t, D] view
@@ -52,6 +53,7 @@ struct AttentionCache {
   size_t bytes_allocated() const;  // with spare capacity
 };
 
+// Per-call options of MultiHeadAttention::forward (masks as described above).
 struct MHAOptions {
   Tensor attn_mask;
   Tensor key_padding_mask;
@@ -61,6 +63,7 @@ struct MHAOptions {
   AttentionCache* cache = nullptr;  // incremental decoding (see AttentionCache)
 };
 
+// What MultiHeadAttention::forward returns.
 struct MHAOutput {
   Tensor out;      // [B, T, E]
   Tensor weights;  // [B, H, T, S] (or [B, T, S] averaged); only with need_weights
@@ -84,6 +87,7 @@ struct AttentionCall {
 // hands out its weights (a copy of them when autograd records the forward).
 using AttentionObserver = std::function<void(AttentionCall&)>;
 
+// A MultiHeadAttention's shape and settings.
 struct MHAConfig {
   int64_t embed_dim = 0;                    // E
   int64_t num_heads = 1;                    // H, divides E
@@ -95,10 +99,15 @@ struct MHAConfig {
   DType dtype = DType::f32;
 };
 
+// PyTorch's nn.MultiheadAttention (batch_first=True): projections q_proj,
+// k_proj, v_proj, out_proj around the fused scaled_dot_product_attention.
 class MultiHeadAttention : public Module {
  public:
   // MultiHeadAttention({.embed_dim = 64, .num_heads = 4}, gen); gen draws the initial weights.
   MultiHeadAttention(const MHAConfig& config, Generator& gen);
+  // query [B, T, E], key [B, S, kdim], value [B, S, vdim] -> out [B, T, E]
+  // (and the weights with need_weights). Other ranks or feature sizes are a
+  // ShapeError. With opt.cache, query/key/value are the new step(s) only.
   MHAOutput forward(const Tensor& query, const Tensor& key, const Tensor& value, const MHAOptions& opt = {});
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   int64_t num_kv_heads;  // G: k_proj, v_proj give G · head_dim features
@@ -131,6 +140,7 @@ std::vector<std::pair<std::string, std::shared_ptr<MultiHeadAttention>>> attenti
 // observer (an empty one removes it); the earlier observers come back after.
 class AttentionObserverGuard {
  public:
+  // Sets the observers (see above); make is called once per attention module.
   AttentionObserverGuard(const Module& root, const std::function<AttentionObserver(const std::string& name)>& make);
   ~AttentionObserverGuard();
   AttentionObserverGuard(const AttentionObserverGuard&) = delete;

@@ -7,12 +7,15 @@
 
 namespace attograd {
 
+// A lookup table of V vectors of width E: ids [*] -> [*, E] (nn.Embedding).
 class Embedding : public Module {
  public:
   // weight ~ N(0, 1) (PyTorch's init); the padding_idx row starts at zero and
   // never receives a gradient.
   Embedding(int64_t num_embeddings, int64_t embedding_dim, Generator& gen,
             std::optional<int64_t> padding_idx = std::nullopt, DType dtype = DType::f32);
+  // ids [B, T] i64 (any shape [*]) -> [B, T, E]: the rows weight[ids]. An id
+  // outside [0, V) is an IndexError.
   Tensor forward(const Tensor& ids);
   int64_t num_embeddings, embedding_dim;
   std::optional<int64_t> padding_idx;
@@ -29,8 +32,12 @@ class Embedding : public Module {
 // `start` offsets the positions (incremental decoding feeds one step at a time).
 class PositionalEncoding : public Module {
  public:
+  // Fixed sinusoids, or a learned table.
   enum class Kind { sinusoidal, learned };
+  // A table for positions [0, max_len) of width dim; sizes must be positive (ValueError).
   PositionalEncoding(int64_t max_len, int64_t dim, Kind kind, Generator& gen, DType dtype = DType::f32);
+  // x [B, T, E] -> x + pe[start : start + T]; positions past max_len or a width
+  // other than dim are a ShapeError.
   Tensor forward(const Tensor& x, int64_t start = 0);
   int64_t max_len, dim;
   Kind kind;

@@ -11,12 +11,14 @@
 
 namespace attograd {
 
+// Length limit and special tokens of a decode.
 struct DecodeOptions {
   int64_t max_len = 64;
   int64_t bos_id = 1, eos_id = 2;
   bool use_cache = true;  // false: re-run the decoder on the whole prefix each step
 };
 
+// One decoded sequence and its score.
 struct Hypothesis {
   std::vector<int64_t> tokens;  // without BOS/EOS
   double log_prob = 0;          // Σ log p(token) including EOS when reached
@@ -27,6 +29,7 @@ struct Hypothesis {
 std::vector<Hypothesis> greedy_decode(Seq2SeqTransformer& model, const Tensor& src, const Tensor& src_key_padding_mask,
                                       const DecodeOptions& opt = {});
 
+// Beam width and length penalty of beam_search.
 struct BeamOptions {
   int64_t beam = 4;
   // Hypotheses are ranked by log_prob / ((5 + len) / 6)^alpha (GNMT); alpha 0 ranks by log_prob.

@@ -9,6 +9,7 @@
 
 namespace attograd::init {
 
+// A weight's fan-in and fan-out (see above).
 struct Fans { int64_t fan_in, fan_out; };
 Fans fans(const Tensor& t);  // needs at least 2 dims
 
@@ -16,10 +17,15 @@ Fans fans(const Tensor& t);  // needs at least 2 dims
 // "leaky_relu" √(2 / (1 + a²)).
 double calculate_gain(std::string_view nonlinearity, double a = 0.01);
 
+// Fills t with U(lo, hi) draws from gen.
 void uniform_(Tensor& t, double lo, double hi, Generator& gen);
+// Fills t with N(mean, std²) draws from gen.
 void normal_(Tensor& t, double mean, double std, Generator& gen);
+// Sets every element of t to value.
 void constant_(Tensor& t, double value);
+// Sets t to 0 (biases, LayerNorm's bias).
 void zeros_(Tensor& t);
+// Sets t to 1 (LayerNorm's weight).
 void ones_(Tensor& t);
 // U(−b, b), b = gain · √(6 / (fan_in + fan_out))
 void xavier_uniform_(Tensor& t, Generator& gen, double gain = 1.0);

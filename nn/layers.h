@@ -12,7 +12,10 @@ namespace attograd {
 // (the fused layer_norm op; weight = 1, bias = 0 at init, as PyTorch).
 class LayerNorm : public UnaryModule {
  public:
+  // Normalizes over the trailing dims normalized_shape (not empty: ValueError);
+  // without elementwise_affine there is no weight or bias.
   LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, DType dtype = DType::f32);
+  // x [..., E...] -> the same shape; x's trailing dims must be normalized_shape.
   Tensor forward(const Tensor& x) override;
   Shape normalized_shape;
   double eps;
@@ -27,7 +30,9 @@ class LayerNorm : public UnaryModule {
 // seed (and a saved generator state) reproduces the masks.
 class Dropout : public UnaryModule {
  public:
+  // p in [0, 1] (ValueError otherwise); gen may be null only when p is 0.
   Dropout(double p, std::shared_ptr<Generator> gen);
+  // x [*] -> [*]: dropout(x, p, is_training(), gen); x itself in eval.
   Tensor forward(const Tensor& x) override;
   double p;
 
@@ -38,15 +43,20 @@ class Dropout : public UnaryModule {
   std::shared_ptr<Generator> gen_;
 };
 
+// max(x, 0) as a module.
 class ReLU : public UnaryModule {
  public:
   ReLU() : UnaryModule("ReLU") {}
+  // max(x, 0) elementwise, any shape.
   Tensor forward(const Tensor& x) override { return relu(x); }
 };
 
+// gelu(x) as a module (exact, or the tanh approximation).
 class GELU : public UnaryModule {
  public:
+  // Exact GELU by default; GeluApprox::tanh is PyTorch's approximate='tanh'.
   explicit GELU(GeluApprox a = GeluApprox::none) : UnaryModule("GELU"), approx(a) {}
+  // gelu(x) elementwise, any shape.
   Tensor forward(const Tensor& x) override { return gelu(x, approx); }
   GeluApprox approx;
 

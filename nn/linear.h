@@ -5,10 +5,12 @@
 
 namespace attograd {
 
+// A fully connected layer, y = x Wᵀ + b (nn.Linear).
 class Linear : public UnaryModule {
  public:
   // PyTorch's init: weight ~ kaiming-uniform(a=√5) = U(±1/√in), bias ~ U(±1/√in).
   Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true, DType dtype = DType::f32);
+  // x [..., in] -> [..., out] (one fused linear op); another last dim is a ShapeError.
   Tensor forward(const Tensor& x) override;
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]

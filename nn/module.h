@@ -28,8 +28,11 @@ namespace attograd {
 
 using TensorMap = std::map<std::string, Tensor>;
 
+// Base of every layer: a registry of named parameters, buffers and submodules
+// (see above).
 class Module {
  public:
+  // type_name is what repr() and error messages show ("Linear", "MyLayer").
   explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
   virtual ~Module() = default;
   Module(const Module&) = delete;
@@ -37,15 +40,22 @@ class Module {
 
   // Dotted names in registration order: "encoder.layers.0.self_attn.q_proj.weight".
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  // The same tensors without names (what an optimizer takes).
   std::vector<Tensor> parameters() const;
+  // Every buffer (persistent or not) by dotted name, in registration order.
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  // The direct submodules by name, in registration order.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  // The number of parameter elements (the sum of their numel()).
   int64_t num_parameters() const;
 
   // train() / eval() reach every submodule.
   void train(bool on = true);
+  // Evaluation mode (dropout off), recursively: train(false).
   void eval() { train(false); }
+  // True in training mode (the default).
   bool is_training() const { return training_; }
+  // Drops the .grad of every parameter below this module.
   void zero_grad();
 
   // Parameters and persistent buffers by dotted name.
@@ -65,6 +75,7 @@ class Module {
   // PyTorch-style tree: "Linear(in_features=4, out_features=8, bias=true)" with
   // each submodule indented under "(name): ".
   std::string repr() const;
+  // The name given to the constructor.
   const std::string& type_name() const { return type_name_; }
 
  protected:
@@ -73,8 +84,13 @@ class Module {
   // Called by train(); modules with mode-dependent state may override.
   virtual void on_train(bool) {}
 
+  // Registers t (defined) as parameter `name` and returns it; the name must be
+  // new and non-empty, with no dot in it (ValueError otherwise).
   Tensor register_parameter(const std::string& name, Tensor t);
+  // Registers a buffer: state that is not trained (a mask, a table); persistent
+  // ones are in state_dict(). Same naming rules as parameters.
   Tensor register_buffer(const std::string& name, Tensor t, bool persistent = true);
+  // Registers submodule m as `name` (its parameters become "name.*") and returns it.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     check_new_name(name);
@@ -98,7 +114,9 @@ class Module {
 class UnaryModule : public Module {
  public:
   using Module::Module;
+  // The module applied to x; shapes are the subclass's.
   virtual Tensor forward(const Tensor& x) = 0;
+  // Same as forward(x).
   Tensor operator()(const Tensor& x) { return forward(x); }
 };
 
@@ -107,13 +125,18 @@ template <class M>
 class ModuleList : public Module {
  public:
   ModuleList() : Module("ModuleList") {}
+  // Appends m as child "<size()>".
   void push_back(std::shared_ptr<M> m) {
     register_module(std::to_string(items_.size()), m);
     items_.push_back(std::move(m));
   }
+  // Number of modules held.
   size_t size() const { return items_.size(); }
+  // Module i; out of range throws std::out_of_range.
   M& operator[](size_t i) const { return *items_.at(i); }
+  // Iteration over the modules (shared_ptrs), in order.
   auto begin() const { return items_.begin(); }
+  // End of the iteration.
   auto end() const { return items_.end(); }
 
  private:
@@ -124,9 +147,13 @@ class ModuleList : public Module {
 class Sequential : public UnaryModule {
  public:
   Sequential() : UnaryModule("Sequential") {}
+  // The modules of items, in order, as children "0", "1", ...
   explicit Sequential(std::vector<std::shared_ptr<UnaryModule>> items);
+  // Appends m as the next child.
   void push_back(std::shared_ptr<UnaryModule> m);
+  // Each child's forward on the previous one's output (x itself when empty).
   Tensor forward(const Tensor& x) override;
+  // Number of children.
   size_t size() const { return items_.size(); }
 
  private:

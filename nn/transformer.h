@@ -25,8 +25,10 @@
 
 namespace attograd {
 
+// The feed-forward block's nonlinearity.
 enum class Activation { relu, gelu };
 
+// The model's shape and options; checkpoints store it as JSON.
 struct TransformerConfig {
   int64_t src_vocab = 16, tgt_vocab = 16;
   int64_t d_model = 64, heads = 4, d_ff = 256;
@@ -45,7 +47,10 @@ struct TransformerConfig {
   double layer_norm_eps = 1e-5;
 
   void validate() const;        // ValueError naming the bad field
+  // Every field by name, as checkpoints store the model's shape.
   nlohmann::json to_json() const;
+  // The inverse of to_json, validated; a missing field (all but layer_norm_eps
+  // are required), a bad value or an unknown activation is a ValueError.
   static TransformerConfig from_json(const nlohmann::json& j);
 };
 
@@ -61,18 +66,24 @@ struct GroupedQueryModel {
 GroupedQueryModel to_grouped_query(const TransformerConfig& c, const TensorMap& state,
                                    int64_t kv_heads);
 
+// The position-wise feed-forward block: Linear2(Drop(act(Linear1(x)))).
 class FeedForward : public UnaryModule {
  public:
+  // d_model -> d_ff -> d_model with act between; dropout_gen draws the dropout masks.
   FeedForward(int64_t d_model, int64_t d_ff, double dropout, Activation act, Generator& gen,
               std::shared_ptr<Generator> dropout_gen, DType dtype = DType::f32);
+  // x [B, T, E] -> [B, T, E] (any leading dims).
   Tensor forward(const Tensor& x) override;
   std::shared_ptr<Linear> linear1, linear2;
   std::shared_ptr<Dropout> drop;
   Activation activation;
 };
 
+// Self-attention then feed-forward, each in a residual (pre-LN or post-LN).
 class TransformerEncoderLayer : public Module {
  public:
+  // One layer of shape c (see validate()); gen draws the initial weights,
+  // dropout_gen the dropout masks.
   TransformerEncoderLayer(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   // x [B, S, E]; key_padding_mask [B, S] (true at padding) may be undefined.
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask);
@@ -87,18 +98,24 @@ class TransformerEncoderLayer : public Module {
 struct KVCache {
   std::vector<AttentionCache> self_attn;   // K, V [B, G, t, D] per layer, one row per decoded step
   std::vector<AttentionCache> cross_attn;  // K, V [B, G, S, D] per layer, projected from memory once
+  // Empty caches for a decoder of `layers` layers (Seq2SeqTransformer::make_cache).
   explicit KVCache(size_t layers = 0);
+  // Empties every cache for a new batch.
   void reset();
   // Beam search: row i of every self-attention cache becomes old row origin[i].
   void reorder(const std::vector<int64_t>& origin);
+  // Steps decoded so far (t): where the next position starts.
   int64_t length() const { return self_attn.empty() ? 0 : self_attn[0].length; }
   // Layer i's two caches, as TransformerDecoderLayer::forward takes them.
   struct Layer {
     AttentionCache* self_attn = nullptr;
     AttentionCache* cross_attn = nullptr;
   };
+  // Layer i's caches; i out of range throws std::out_of_range.
   Layer layer(size_t i) { return {&self_attn.at(i), &cross_attn.at(i)}; }
+  // Bytes of the valid K/V rows over all layers.
   size_t bytes_used() const;
+  // Bytes held, spare capacity included.
   size_t bytes_allocated() const;
 };
 
@@ -109,8 +126,11 @@ struct DecoderInputs {
   Tensor memory_key_padding_mask;  // [B, S] b8, true at padding; may be undefined
 };
 
+// Masked self-attention, cross-attention to the memory, then feed-forward,
+// each in a residual (pre-LN or post-LN).
 class TransformerDecoderLayer : public Module {
  public:
+  // One layer of shape c; gen draws the initial weights, dropout_gen the dropout masks.
   TransformerDecoderLayer(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   // x [B, T, E] -> [B, T, E]. With caches, x holds only the new step(s) and
   // the caches hold everything before.
@@ -125,7 +145,9 @@ class TransformerDecoderLayer : public Module {
 // A stack of encoder layers, with a final LayerNorm in pre-LN.
 class TransformerEncoder : public Module {
  public:
+  // c.enc_layers layers; gen draws the initial weights, dropout_gen the masks.
   TransformerEncoder(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
+  // x [B, S, E], key_padding_mask [B, S] (or undefined) -> memory [B, S, E].
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask);
   std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  // pre-LN only
@@ -134,14 +156,21 @@ class TransformerEncoder : public Module {
 // A stack of decoder layers, with a final LayerNorm in pre-LN.
 class TransformerDecoder : public Module {
  public:
+  // c.dec_layers layers; gen draws the initial weights, dropout_gen the masks.
   TransformerDecoder(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
+  // x [B, T, E] -> [B, T, E]; with a cache, x is the new step(s) and the cache
+  // grows by them.
   Tensor forward(const Tensor& x, const DecoderInputs& in, KVCache* cache = nullptr);
   std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  // pre-LN only
 };
 
+// The whole encoder-decoder: embeddings, positional encoding, encoder, decoder
+// and the generator (the output projection to V_tgt logits).
 class Seq2SeqTransformer : public Module {
  public:
+  // The whole model for config c (validated: ValueError naming a bad field);
+  // gen draws the initial weights, dropout_gen the dropout masks.
   Seq2SeqTransformer(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   // src [B, S] -> memory [B, S, E]
   Tensor encode(const Tensor& src, const Tensor& src_key_padding_mask = Tensor());
@@ -149,8 +178,11 @@ class Seq2SeqTransformer : public Module {
   // With a cache, positions start at cache->length().
   Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& memory_key_padding_mask = Tensor(),
                 const Tensor& tgt_key_padding_mask = Tensor(), KVCache* cache = nullptr);
+  // Teacher forcing: src [B, S], tgt_in [B, T] -> logits [B, T, V_tgt], i.e.
+  // decode(tgt_in, encode(src)); the masks are true at padding.
   Tensor forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_key_padding_mask = Tensor(),
                  const Tensor& tgt_key_padding_mask = Tensor());
+  // An empty cache sized for this decoder, for incremental decoding.
   KVCache make_cache() const { return KVCache(decoder->layers->size()); }
 
   TransformerConfig config;

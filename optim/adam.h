@@ -28,17 +28,24 @@ struct AdamFields {
   double weight_decay = DefaultWeightDecay;
   bool amsgrad = false;
 };
+// Adam's hyper-parameters (weight_decay 0 by default).
 using AdamOptions = AdamFields<0.0>;
+// AdamW's hyper-parameters (weight_decay 1e-2 by default).
 using AdamWOptions = AdamFields<1e-2>;
 
+// Adam with coupled L2 weight decay (torch.optim.Adam).
 class Adam : public Optimizer {
  public:
+  // Adam over params with options. An empty list, a non-floating parameter or a
+  // bad option (negative lr or eps, beta outside [0, 1)) is a ValueError or DTypeError.
   Adam(std::vector<Tensor> params, AdamOptions options = {});
   // Groups may override lr and weight_decay; the rest of `options` is shared.
   Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
+  // The hyper-parameters given (groups may override lr and weight_decay).
   const AdamOptions& adam_options() const { return opt_; }
 
  protected:
+  // For AdamW: decoupled weight decay under another name.
   Adam(std::string name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
   void update(const Group& group, size_t index, const Tensor& param, const Tensor& grad) override;
   std::vector<std::pair<std::string, double>> options() const override;
@@ -48,8 +55,11 @@ class Adam : public Optimizer {
   bool decoupled_;  // AdamW's weight decay
 };
 
+// Adam with decoupled weight decay (torch.optim.AdamW).
 class AdamW : public Adam {
  public:
+  // AdamW over params (weight_decay 1e-2 by default); the same checks as Adam.
+  // The second form takes groups that may override lr and weight_decay.
   AdamW(std::vector<Tensor> params, AdamWOptions options = {});
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});
 };

@@ -33,6 +33,7 @@
 
 namespace attograd::optim {
 
+// An optimizer's state as flat name -> tensor entries (see above).
 using StateDict = std::map<std::string, Tensor>;
 
 // What a caller passes in: the parameters, and optionally this group's own lr
@@ -48,8 +49,10 @@ inline std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
   return {ParamGroup{std::move(params), std::nullopt, std::nullopt}};
 }
 
+// Base of SGD, Adam and AdamW (see above); a subclass writes update() and options().
 class Optimizer {
  public:
+  // A parameter group with its lr and weight decay resolved.
   struct Group {
     std::vector<Tensor> params;
     double lr;
@@ -67,11 +70,14 @@ class Optimizer {
 
   double lr() const { return groups_.front().lr; }  // the first group's
   void set_lr(double lr);                             // every group's
+  // Every group with its resolved lr and weight decay, in the order added.
   const std::vector<Group>& param_groups() const { return groups_; }
   Group& param_group(size_t g);                       // e.g. to set one group's lr
   // Appends a group; its parameters must not already be optimized here.
   void add_param_group(ParamGroup group);
+  // Parameters over all groups (the <i> of state_dict's "state.<i>" keys).
   size_t num_params() const { return state_.size(); }
+  // "SGD", "Adam" or "AdamW", as error messages name the optimizer.
   const std::string& name() const { return name_; }
 
   // A deep copy of the state (see the layout above); later steps do not change it.
@@ -94,9 +100,11 @@ class Optimizer {
   // Hyper-parameters other than lr and weight_decay, saved as "options.<name>".
   virtual std::vector<std::pair<std::string, double>> options() const = 0;
 
+  // Parameter index's state buffers, one per slot (empty before its first update).
   std::vector<Tensor>& state(size_t index) { return state_[index]; }
-  // A zero-filled buffer with param's shape and dtype, or a zero i64 0-d step count.
+  // A zero-filled buffer with param's shape and dtype.
   static Tensor zeros_like(const Tensor& param) { return Tensor::zeros(param.shape(), param.dtype()); }
+  // A zero i64 0-d tensor: a parameter's "step" count before its first update.
   static Tensor zero_step() { return Tensor::zeros({}, DType::i64); }
   // Throws a ValueError naming this optimizer unless ok, e.g. "SGD: invalid momentum -1 (expected >= 0)".
   void check_arg(bool ok, std::string_view what, double value, std::string_view expected) const;

@@ -15,6 +15,7 @@
 
 namespace attograd::optim {
 
+// Base of the learning-rate schedules: a subclass writes formula().
 class Schedule {
  public:
   virtual ~Schedule() = default;
@@ -24,10 +25,13 @@ class Schedule {
   double step(Optimizer& opt);
   // The last step set (0 before the first step()); restore it to resume a run.
   int64_t last_step() const { return last_step_; }
+  // Resumes a run at step (>= 0; ValueError otherwise): the next step() sets lr_at(step + 1).
   void set_last_step(int64_t step);
+  // "Noam", "WarmupCosine", ...: what error messages name.
   const std::string& name() const { return name_; }
 
  protected:
+  // name is the schedule's, for error messages.
   explicit Schedule(std::string name) : name_(std::move(name)) {}
   // Throws a ValueError naming this schedule unless ok, e.g. "Noam: expected warmup_steps >= 1, got 0".
   void check_arg(bool ok, std::string_view expected, double got) const;
@@ -43,6 +47,7 @@ class Schedule {
 // lr_t = lr
 class Constant : public Schedule {
  public:
+  // lr >= 0 (ValueError otherwise).
   explicit Constant(double lr);
 
  private:
@@ -53,6 +58,7 @@ class Constant : public Schedule {
 // lr_t = peak_lr * min(1, t / warmup_steps)          (peak_lr throughout when warmup_steps = 0)
 class LinearWarmup : public Schedule {
  public:
+  // peak_lr >= 0 and warmup_steps >= 0 (ValueError otherwise).
   LinearWarmup(double peak_lr, int64_t warmup_steps);
 
  private:
@@ -67,6 +73,7 @@ class LinearWarmup : public Schedule {
 // then decays as t^-0.5.
 class Noam : public Schedule {
  public:
+  // d_model >= 1, warmup_steps >= 1 and factor >= 0 (ValueError otherwise).
   Noam(int64_t d_model, int64_t warmup_steps, double factor = 1.0);
 
  private:
@@ -81,6 +88,8 @@ class Noam : public Schedule {
 //   t >= T:                lr_t = min_lr
 class WarmupCosine : public Schedule {
  public:
+  // Needs 0 <= min_lr <= peak_lr, warmup_steps >= 0 and total_steps > warmup_steps
+  // (ValueError otherwise).
   WarmupCosine(double peak_lr, int64_t warmup_steps, int64_t total_steps, double min_lr = 0.0);
 
  private:
@@ -94,6 +103,7 @@ class WarmupCosine : public Schedule {
 //   lr_t = lr * gamma^floor((t - 1) / step_size)
 class StepDecay : public Schedule {
  public:
+  // lr >= 0, step_size >= 1 and gamma >= 0 (ValueError otherwise).
   StepDecay(double lr, int64_t step_size, double gamma = 0.1);
 
  private:

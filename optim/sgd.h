@@ -16,6 +16,7 @@
 
 namespace attograd::optim {
 
+// SGD's hyper-parameters, as torch.optim.SGD's arguments.
 struct SGDOptions {
   double lr = 1e-3;
   double momentum = 0;
@@ -24,11 +25,16 @@ struct SGDOptions {
   double weight_decay = 0;
 };
 
+// Stochastic gradient descent with optional momentum (torch.optim.SGD).
 class SGD : public Optimizer {
  public:
+  // SGD over params with options. An empty list, a non-floating parameter or a
+  // bad option (negative lr or momentum, nesterov without momentum) is a
+  // ValueError or DTypeError.
   SGD(std::vector<Tensor> params, SGDOptions options = {});
   // Groups may override lr and weight_decay; the rest of `options` is shared.
   SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
+  // The hyper-parameters given (groups may override lr and weight_decay).
   const SGDOptions& sgd_options() const { return opt_; }
 
  protected:

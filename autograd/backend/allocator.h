@@ -11,13 +11,17 @@
 
 namespace attograd {
 
+// Where tensor storage comes from: 64-byte aligned blocks, with byte counters.
+// Implement it to plug in another memory source (set_allocator).
 class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual void* allocate(size_t bytes) = 0;  // 64-byte aligned
+  // Returns a block from allocate(bytes) (the same byte count).
   virtual void deallocate(void* p, size_t bytes) = 0;
   // Bytes currently handed out, and the high-water mark.
   virtual size_t bytes_in_use() const = 0;
+  // The most bytes_in_use() has been since the allocator was made.
   virtual size_t peak_bytes() const = 0;
   // Bytes held in free lists for reuse (0 without a cache).
   virtual size_t bytes_cached() const { return 0; }
@@ -30,10 +34,12 @@ std::shared_ptr<Allocator> make_system_allocator();
 // Size-bucketed cache over the system allocator (the default).
 std::shared_ptr<Allocator> make_caching_allocator();
 
+// The allocator new storage uses now (the caching one unless set_allocator changed it).
 Allocator& default_allocator();
 // Replace the allocator used for new storage. Storage already allocated keeps
 // a reference to the allocator that made it.
 void set_allocator(std::shared_ptr<Allocator> a);
+// The same allocator as a shared handle (what new storage keeps).
 std::shared_ptr<Allocator> current_allocator();
 
 }  // namespace attograd

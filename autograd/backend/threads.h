@@ -29,10 +29,13 @@ namespace attograd {
 
 // Process-wide; n >= 1.
 void set_num_threads(int n);
+// The pool's size: the calling thread plus its workers (1: no workers).
 int num_threads();
 // True inside a chunk of parallel_for (on any thread).
 bool in_parallel_region();
 
+// f(begin, end) over disjoint ranges covering [0, n) on the pool, blocking
+// until all are done (see above); rethrows the first exception a chunk threw.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& f);
 
 // Fixed blocks of `block` rows for deterministic reductions: block k covers

@@ -31,9 +31,12 @@
 
 namespace attograd {
 
+// Tensors by name, as a file stores them.
 using TensorMap = std::map<std::string, Tensor>;
+// The file's "__metadata__": string keys and values.
 using Metadata = std::map<std::string, std::string>;
 
+// A parsed file: its tensors and its metadata.
 struct SafetensorsData {
   TensorMap tensors;
   Metadata metadata;
@@ -49,6 +52,8 @@ SafetensorsData parse_safetensors(std::string_view bytes, std::string_view sourc
 // serialize_safetensors + write_file_atomic.
 void save_safetensors(const std::string& path, const TensorMap& tensors,
                       const Metadata& metadata = {});
+// read_file_bytes + parse_safetensors: the tensors and metadata of the file at
+// path; a missing file or a malformed one is an IOError naming path.
 SafetensorsData load_safetensors(const std::string& path);
 
 // Replace the file at `path` with `bytes` so that a crash or a failed write

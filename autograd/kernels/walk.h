@@ -34,6 +34,8 @@ struct Strided {
   int64_t base;
 };
 
+// Calls fn(offset_1, ..., offset_K) for every index of shape in row-major
+// order, one offset per layout (see above).
 template <class F, std::same_as<Strided>... L>
 void for_each_offset(const std::vector<int64_t>& shape, F&& fn, const L&... layouts) {
   constexpr size_t K = sizeof...(L);
@@ -68,6 +70,7 @@ void for_each_offset(const std::vector<int64_t>& shape, F&& fn, const L&... layo
   }
 }
 
+// The one-layout form: fn(offset) for every index of shape.
 template <class F>
 void for_each_offset(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, int64_t base, F&& fn) {
   for_each_offset(shape, std::forward<F>(fn), Strided{strides, base});

@@ -33,6 +33,7 @@
 
 namespace attograd {
 
+// Masks, dropout and scale of scaled_dot_product_attention (see above).
 struct AttentionOptions {
   Tensor attn_mask;         // optional: b8 or q's dtype, [T, S] or [B·H, T, S]
   Tensor key_padding_mask;  // optional: b8 [B, S], true at padding keys
@@ -43,6 +44,7 @@ struct AttentionOptions {
   bool need_weights = false;    // also return the weights [B, H, T, S]
 };
 
+// scaled_dot_product_attention's output, and its weights when asked for.
 struct AttentionResult {
   Tensor out;      // [B, H, T, Dv]
   // [B, H, T, S], only with need_weights: the weights that multiplied v (after

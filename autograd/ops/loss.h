@@ -13,8 +13,10 @@
 
 namespace attograd {
 
+// How a loss reduces its per-row values: mean, sum, or none (the rows' shape).
 enum class Reduction { mean, sum, none };
 
+// cross_entropy's options, as F.cross_entropy's arguments.
 struct CrossEntropyOptions {
   int64_t ignore_index = -100;   // rows with this target add nothing and are not counted
   double label_smoothing = 0.0;  // ε in [0, 1]
@@ -31,6 +33,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
 // the reference that tests hold the fused op to.
 Tensor cross_entropy_composite(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options = {});
 
+// nll_loss's options, as F.nll_loss's arguments.
 struct NllLossOptions {
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::mean;

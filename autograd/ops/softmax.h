@@ -12,6 +12,7 @@ namespace attograd {
 
 // x [..., n, ...] -> out [same], normalized along dim (negative counts from the end)
 Tensor softmax(const Tensor& x, int64_t dim);
+// log(softmax(x, dim)) in one stable pass (x − max − log Σ exp); same shape as x.
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
 }  // namespace attograd

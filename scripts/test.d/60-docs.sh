@@ -6,7 +6,15 @@
 #      README's tour and its output); every command of a block after
 #      `<!-- docs-check: runs -->` (cheap ones only) must exit 0, run in a
 #      scratch directory that sees the repo's data/; a heading "... in N lines"
-#      must match;
+#      must match; a `cpp` block after `<!-- docs-check: compiles -->` must
+#      compile against the build tree (BUILD_DIR/include and its libraries):
+#      a whole program (it has `int main(`) is built, run and must exit 0; a
+#      fragment is compiled after the fragments above it on the same page
+#      (a page's fragments are one translation unit, in order), with
+#      <attograd/attograd.h>, <fmt/core.h> and `using namespace attograd;`
+#      before it: its struct/class/template/using lines stay at namespace
+#      scope, its other lines become the body of a function, whose parameters
+#      the marker may give: `<!-- docs-check: compiles (Tensor x, Tensor g) -->`;
 #  (b) every relative link and image points to an existing file, and every
 #      #anchor to a heading of that file (GitHub's heading slugs);
 #  (c) every `build/bin/PROGRAM ...` command in a fenced block names a program
@@ -36,6 +44,61 @@ anchors() {
     awk '{ n = seen[$0]++; print (n ? $0 "-" n : $0) }'
 }
 
+# C++ blocks against the build tree: its include/ (attograd/<part> links to
+# the sources), the source root (attograd/attograd.h, and the root-relative
+# includes between headers) and its static libraries.
+cxx=${CXX:-c++}
+cxx_flags=(-std=c++20 -I"$build/include" -I"$PWD")
+libs() {  # the link line of the build tree's static libraries
+  local part lib
+  for part in data optim nn autograd tensor; do
+    lib=$(find "$build" -maxdepth 2 -name "libattograd_$part.a" | head -n 1)
+    [[ -n $lib ]] || { echo "docs: no libattograd_$part.a in $build" >&2; return 1; }
+    echo "$lib"
+  done
+  pkg-config --libs openblas
+  echo -lfmt -pthread
+}
+compile_program() {  # BLOCK_FILE MD LINE: a whole program: build, run, exit 0
+  local file=$1 md=$2 line=$3 exe=$1.exe
+  { printf '#line %d "%s"\n' "$((line + 2))" "$md"; cat "$file"; } > "$file.cpp"
+  if ! "$cxx" "${cxx_flags[@]}" -O1 "$file.cpp" $(libs) -o "$exe" > "$work/out" 2>&1; then
+    problem "$md:$line: the C++ program does not compile:"; grep -E 'error|note: ' "$work/out" | head -n 10 | sed 's/^/  /'
+  elif ! (cd "$work" && timeout 20 "$exe") > "$work/out" 2>&1; then
+    problem "$md:$line: the C++ program failed:"; tail -n 5 "$work/out" | sed 's/^/  /'
+  fi
+}
+# A fragment joins its page's translation unit: declarations (a struct, class
+# or template up to its `};` at column 0, a using or #include line) at
+# namespace scope, the rest in a function of the marker's parameters.
+add_fragment() {  # BLOCK_FILE MD LINE
+  local file=$1 md=$2 line=$3 tu=$work/tu/${2//\//_}.cpp
+  mkdir -p "$work/tu"
+  if [[ ! -f $tu ]]; then
+    printf '#include <attograd/attograd.h>\n#include <fmt/core.h>\nusing namespace attograd;\n' > "$tu"
+    echo "$md" > "$tu.md"
+  fi
+  awk -v md="$md" -v first=$((line + 2)) -v params="$(cat "$file.params")" -v n="$line" '
+    function at(i) { return sprintf("#line %d \"%s\"\n", first + i - 1, md) }
+    /^(struct|class|template|union|enum) / { decl = 1 }
+    /^(using|#include) / { printf "%s%s\n", at(NR), $0; next }
+    decl { printf "%s%s\n", at(NR), $0; if (/^};/) decl = 0; next }
+    { body = body at(NR) $0 "\n" }
+    END { printf "[[maybe_unused]] static void docs_fragment_%d%s {\n%s}\n", n, (params == "" ? "()" : params), body }
+  ' "$file" >> "$tu"
+}
+compile_fragments() {  # each page's translation unit: syntax, types and templates
+  local tu md
+  for tu in "$work"/tu/*.cpp; do
+    [[ -f $tu ]] || continue
+    md=$(cat "$tu.md")
+    if ! "$cxx" "${cxx_flags[@]}" -fsyntax-only "$tu" > "$work/out" 2>&1; then
+      problem "$md: a C++ fragment does not compile:"; grep -E 'error|note: ' "$work/out" | head -n 10 | sed 's/^/  /'
+    fi
+  done
+  rm -rf "$work/tu"
+}
+
 # (a) Each marked block goes to $work/blocks/N with "N kind arg md line" in $work/blocks/index.
 check_marked_blocks() {  # ROOT MD...
   local root=$1 md n kind arg file line cmd
@@ -44,9 +107,12 @@ check_marked_blocks() {  # ROOT MD...
   : > "$work/blocks/index"
   for md in "$@"; do
     awk -v md="$md" -v prefix="$work/blocks/${md//\//_}" -v index_file="$work/blocks/index" '
-      match($0, /^<!-- docs-check: (same-as [^ ]+|output|runs) -->$/) {
-        split(substr($0, 18, length($0) - 21), w, " "); kind = w[1]; arg = w[2]; at = NR; want = 1; next }
+      match($0, /^<!-- docs-check: (same-as [^ ]+|output|runs|compiles( \([^)]*\))?) -->$/) {
+        text = substr($0, 18, length($0) - 21); split(text, w, " "); kind = w[1]; arg = w[2]; at = NR; want = 1
+        if (kind == "compiles") { params = substr(text, 10); arg = "" }
+        next }
       want == 1 && /^```/ { file = prefix "." ++count; printf "" > file
+        if (kind == "compiles") { print params > (file ".params"); close(file ".params") }
         print file, kind, (arg == "" ? "-" : arg), md, at >> index_file; want = 2; next }
       want == 1 { print md ":" at ": docs-check marker not followed by a fenced block" > "/dev/stderr"; want = 0 }
       want == 2 && /^```/ { close(file); want = 0; next }
@@ -80,8 +146,12 @@ check_marked_blocks() {  # ROOT MD...
             problem "$md:$line: '$cmd' failed:"; tail -n 5 "$work/out" | sed 's/^/  /'
           fi
         done < "$file" ;;
+      compiles)
+        if grep -q 'int main(' "$file"; then compile_program "$file" "$md" "$line"
+        else add_fragment "$file" "$md" "$line"; fi ;;
     esac
   done < "$work/blocks/index"
+  compile_fragments
   # "in N lines" next to a same-as block: N is the file's line count.
   for md in "$@"; do
     while IFS=: read -r line n; do
@@ -196,6 +266,21 @@ scripts/no_such_script
 ```sh
 build/bin/copy_task train --steps 0
 ```
+<!-- docs-check: compiles (Tensor x) -->
+```cpp
+struct Twice { Tensor operator()(const Tensor& t) const { return t * 2.0; } };
+Tensor y = Twice{}(x);
+```
+The next fragment sees the one above (a page is one translation unit):
+<!-- docs-check: compiles -->
+```cpp
+Tensor z = Twice{}(undeclared_tensor);
+```
+<!-- docs-check: compiles -->
+```cpp
+#include <attograd/autograd/tensor.h>
+int main() { return attograd::Tensor::ones({2}).numel() == 3 ? 0 : 1; }
+```
 EOF
 printf '# Page\n## A good heading\n' > "$t/docs/page.md"
 problems=0
@@ -203,11 +288,14 @@ check_tree "$t" > "$work/selftest"
 expected=("differs from examples/tour/main.cpp" "the heading says 5 lines" "is no longer the block"
           "missing file: docs/missing.md" "missing heading: docs/page.md#no-such-heading"
           "no program no_such_program" "--no-such-flag is not in copy_task's --help" "no file scripts/no_such_script"
-          "'build/bin/copy_task train --steps 0' failed")
+          "'build/bin/copy_task train --steps 0' failed" "README.md: a C++ fragment does not compile"
+          "the C++ program failed")
 selftest_ok=1
 for e in "${expected[@]}"; do
   grep -qF -- "$e" "$work/selftest" || { echo "docs: self-test: the fault '$e' was not reported"; selftest_ok=0; }
 done
+grep -qE 'README\.md:[0-9]+:[0-9]+: error: .*undeclared_tensor' "$work/selftest" ||
+  { echo "docs: self-test: the compiler's error does not point at the fragment's line in README.md"; selftest_ok=0; }
 if (( problems != ${#expected[@]} )); then
   echo "docs: self-test: expected ${#expected[@]} problems in the broken tree, got $problems:"; sed 's/^/  /' "$work/selftest"
   selftest_ok=0
