@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include <attograd/autograd/trace.h>
 
 namespace attograd {
 
@@ -38,6 +39,8 @@ class Module {
   // Dotted names in registration order: "encoder.layers.0.self_attn.q_proj.weight".
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
+  // The same names by tensor identity, for to_dot and BackwardTrace.
+  TensorNames parameter_names() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   int64_t num_parameters() const;
