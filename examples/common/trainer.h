@@ -17,6 +17,7 @@
 
 #include "data/loader.h"
 #include "data/vocab.h"
+#include "examples/common/backprop_views.h"
 #include "examples/common/checkpoint.h"
 #include "nn/generate.h"
 #include "nn/transformer.h"
@@ -54,6 +55,7 @@ struct TrainOptions {
   OnNonfinite on_nonfinite = OnNonfinite::stop;
   int64_t max_consecutive_skips = 20;  // skip: more non-finite steps in a row than this stop the run as stop does
   bool detect_anomaly = false;
+  BackpropViews views;            // --graph-out, --trace-backward: of the run's first step, then training goes on
   int64_t samples = 5;            // sample decodes shown at the end
   bool quiet = false;             // no progress line (tests)
 };
