@@ -1,13 +1,14 @@
 // The whole public API in one include (link attograd::attograd, or
 // `pkg-config --cflags --libs attograd`): tensors, autograd and the ops,
-// custom Functions and gradcheck, safetensors I/O, the nn modules, the
-// optimizers and the data pipeline. Each header below can also be included
-// on its own.
+// custom Functions and gradcheck, graph pictures and the backward trace,
+// safetensors I/O, the nn modules, the optimizers and the data pipeline. Each
+// header below can also be included on its own.
 #pragma once
 
 #include "attograd/version.h"
 
 #include "attograd/autograd/ops.h"
+#include <attograd/autograd/graph_dot.h>
 #include "attograd/autograd/io/safetensors.h"
 
 #include "attograd/nn/attention.h"

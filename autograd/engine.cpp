@@ -263,10 +263,11 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         Grads dx(*n, sink, observer ? &written : nullptr);
         n->backward(g, dx);
         if (!retain_graph) {
-          const size_t in_use = current_allocator()->bytes_in_use();
+          const Allocator& alloc = default_allocator();
+          const size_t in_use = alloc.bytes_in_use();
           n->backward = nullptr;
           n->released = true;
-          n->freed_bytes = in_use - std::min(in_use, current_allocator()->bytes_in_use());
+          n->freed_bytes = in_use - std::min(in_use, alloc.bytes_in_use());
         }
       }
       if (observer) observer->after(*n, g, written);

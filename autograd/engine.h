@@ -31,7 +31,8 @@ struct Node {
   uint64_t sequence = 0;                    // creation order on this thread: forward order
   BackwardFn backward;                      // freed after use unless retain_graph
   bool released = false;
-  size_t freed_bytes = 0;                   // what releasing backward gave back (its saved tensors)
+  size_t freed_bytes = 0;                   // allocator bytes that releasing backward gave back (saved tensors
+                                            // nothing else holds); blurred if other threads allocate meanwhile
   std::weak_ptr<TensorImpl> leaf;           // set on AccumulateGrad nodes only
 
   Node() = default;
