@@ -61,7 +61,7 @@ class BackwardTrace : public BackwardObserver {
   const std::vector<TraceRow>& rows() const { return rows_; }
   // Fixed-width columns: step, op, grad in, grads out, time, freed.
   std::string table() const;
-  // One JSON object per row: {"step":0,"op":"sum","name":"","grad":{"shape":[],"norm":1},
+  // One JSON object per row: {"step":0,"op":"sum","name":"","grad":{"shape":[],"norm":1.0},
   // "input_grads":[{"shape":[2,3],"norm":2.44},null],"us":1.5,"freed_bytes":0}
   void write_jsonl(std::ostream& out) const;
 
