@@ -1,8 +1,8 @@
 // The whole public API in one include (link attograd::attograd, or
 // `pkg-config --cflags --libs attograd`): tensors, autograd and the ops,
-// custom Functions and gradcheck, safetensors I/O, the nn modules, the
-// optimizers and the data pipeline. Each header below can also be included
-// on its own.
+// custom Functions and gradcheck, graph pictures and the backward trace,
+// safetensors I/O, the nn modules, the optimizers and the data pipeline. Each
+// header below can also be included on its own.
 //
 // Where to start: attograd::Tensor (autograd/tensor.h) and the ops
 // (autograd/ops/, one header per family, shapes in each comment); backward,
@@ -16,6 +16,7 @@
 #include <attograd/version.h>
 
 #include <attograd/autograd/ops.h>
+#include <attograd/autograd/graph_dot.h>
 #include <attograd/autograd/io/safetensors.h>
 
 #include <attograd/nn/attention.h>

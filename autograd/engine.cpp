@@ -3,6 +3,7 @@
 // of Tensor that need the Node (requires_grad_, set_data_, grad_fn_name, backward).
 #include <attograd/autograd/engine.h>
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
@@ -13,6 +14,8 @@ namespace attograd {
 namespace {
 thread_local bool g_grad_enabled = true;
 thread_local bool g_anomaly = false;
+thread_local BackwardObserver* g_observer = nullptr;
+thread_local uint64_t g_sequence = 0;
 
 std::string shapes_str(const std::vector<Shape>& shapes) {
   std::string s;
@@ -29,6 +32,9 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
   n->leaf = leaf.impl_ptr();
   n->input_shapes = {impl->shape};
   n->input_dtypes = {impl->dtype};
+  n->output_shape = impl->shape;
+  n->output_dtype = impl->dtype;
+  n->sequence = g_sequence++;
   impl->grad_accumulator = n;
   return n;
 }
@@ -58,6 +64,9 @@ bool GradMode::enabled() { return g_grad_enabled; }
 void GradMode::set_enabled(bool on) { g_grad_enabled = on; }
 bool AnomalyMode::enabled() { return g_anomaly; }
 void AnomalyMode::set_enabled(bool on) { g_anomaly = on; }
+BackwardObserver* backward_observer() { return g_observer; }
+BackwardObserverGuard::BackwardObserverGuard(BackwardObserver* observer) : prev_(g_observer) { g_observer = observer; }
+BackwardObserverGuard::~BackwardObserverGuard() { g_observer = prev_; }
 
 Node::~Node() {
   // Move the edges out and drop the closure first; then unlink every node we
@@ -92,6 +101,10 @@ void Grads::accumulate(size_t i, const Tensor& g) {
   if (AnomalyMode::enabled() && !all_finite(g))
     fail<AutogradError>(op, "backward produced a non-finite gradient for input {} (inputs: {})", i,
                         shapes_str(node_.input_shapes));
+  if (written_) {
+    Tensor& w = (*written_)[i];
+    w = w.defined() ? add_values(w, g) : g;
+  }
   if (node_.next[i]) sink_(node_.next[i].get(), g);
 }
 
@@ -146,6 +159,8 @@ Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs
   auto node = std::make_shared<Node>();
   node->name = std::string(op);
   node->backward = std::move(backward);
+  node->output_shape = out.shape();
+  node->output_dtype = out.dtype();
   for (const Tensor& t : inputs) {
     node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
     node->input_dtypes.push_back(t.defined() ? t.dtype() : DType::f32);
@@ -153,6 +168,7 @@ Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs
     else if (t.grad_fn()) node->next.push_back(t.grad_fn());
     else node->next.push_back(grad_accumulator(t));
   }
+  node->sequence = g_sequence++;
   out.impl()->grad_fn = std::move(node);
   out.impl()->requires_grad = true;
   return out;
@@ -229,21 +245,32 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     if (it != buffers.end()) {
       Tensor g = std::move(it->second);
       buffers.erase(it);
+      BackwardObserver* observer = g_observer;
+      std::vector<Tensor> written;
+      if (observer) {
+        observer->before(*n, g);
+        written.resize(n->next.size());
+      }
       if (!n->leaf.expired() || n->name == "AccumulateGrad") {
         if (auto leaf = n->leaf.lock()) accumulate_into_leaf(*leaf, g);
+        if (observer) written = {g};
       } else {
         if (n->released)
           fail<AutogradError>(n->name,
                               "trying to backward through the graph a second time, but its saved "
                               "tensors were freed; hint: pass retain_graph=true to the first "
                               "backward()");
-        Grads dx(*n, sink);
+        Grads dx(*n, sink, observer ? &written : nullptr);
         n->backward(g, dx);
         if (!retain_graph) {
+          const Allocator& alloc = default_allocator();
+          const size_t in_use = alloc.bytes_in_use();
           n->backward = nullptr;
           n->released = true;
+          n->freed_bytes = in_use - std::min(in_use, alloc.bytes_in_use());
         }
       }
+      if (observer) observer->after(*n, g, written);
     }
     for (auto& c : n->next)
       if (c && --deps[c.get()] == 0) ready.push_back(c.get());

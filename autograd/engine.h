@@ -27,8 +27,13 @@ struct Node {
   std::vector<std::shared_ptr<Node>> next;  // producer of input i; null: input needs no grad
   std::vector<Shape> input_shapes;          // for the check where gradients meet
   std::vector<DType> input_dtypes;
+  Shape output_shape;                       // the op's output (a leaf's own shape)
+  DType output_dtype = DType::f32;
+  uint64_t sequence = 0;                    // creation order on this thread: forward order
   BackwardFn backward;                      // freed after use unless retain_graph
   bool released = false;
+  size_t freed_bytes = 0;                   // allocator bytes that releasing backward gave back (saved tensors
+                                            // nothing else holds); blurred if other threads allocate meanwhile
   std::weak_ptr<TensorImpl> leaf;           // set on AccumulateGrad nodes only
 
   Node() = default;
@@ -56,9 +61,11 @@ class Grads {
     Grads& g_;
     size_t i_;
   };
-  // The engine makes one per node it runs; sink receives each input's gradient.
-  Grads(Node& node, std::function<void(Node*, const Tensor&)> sink)
-      : node_(node), sink_(std::move(sink)) {}
+  // The engine makes one per node it runs; sink receives each input's gradient
+  // (and, when written is given, each gradient is also kept there, for observers).
+  Grads(Node& node, std::function<void(Node*, const Tensor&)> sink,
+        std::vector<Tensor>* written = nullptr)
+      : node_(node), sink_(std::move(sink)), written_(written) {}
   // Whether input i wants a gradient: skip computing the ones that do not.
   bool needs(size_t i) const { return i < node_.next.size() && node_.next[i] != nullptr; }
   // dx[i]: where input i's gradient goes (dx[i] += g).
@@ -70,6 +77,7 @@ class Grads {
   void accumulate(size_t i, const Tensor& g);
   Node& node_;
   std::function<void(Node*, const Tensor&)> sink_;
+  std::vector<Tensor>* written_;  // each input's gradient, summed, for a BackwardObserver
 };
 
 // Gradient recording is on by default; NoGradGuard turns it off in a scope
@@ -112,6 +120,29 @@ class AnomalyGuard {
   AnomalyGuard& operator=(const AnomalyGuard&) = delete;
  private:
   bool prev_;
+};
+
+// Sees every node as run_backward runs it, on this thread (thread-local, like
+// GradMode): before(node, grad) with grad = dL/d(node's output); after() once
+// backward has run and released its closure (node.released, node.freed_bytes),
+// with input_grads[i] what it sent to input i (undefined: nothing). For an
+// AccumulateGrad node, input_grads[0] is what was added to the leaf's .grad.
+// BackwardTrace (trace.h) is one; install one with BackwardObserverGuard.
+class BackwardObserver {
+ public:
+  virtual ~BackwardObserver() = default;
+  virtual void before(const Node& node, const Tensor& grad) = 0;
+  virtual void after(const Node& node, const Tensor& grad, const std::vector<Tensor>& input_grads) = 0;
+};
+BackwardObserver* backward_observer();
+class BackwardObserverGuard {
+ public:
+  explicit BackwardObserverGuard(BackwardObserver* observer);
+  ~BackwardObserverGuard();
+  BackwardObserverGuard(const BackwardObserverGuard&) = delete;
+  BackwardObserverGuard& operator=(const BackwardObserverGuard&) = delete;
+ private:
+  BackwardObserver* prev_;
 };
 
 // Attach a Node to `out` (a fresh tensor from the op's forward, with no

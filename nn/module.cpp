@@ -64,6 +64,12 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   return out;
 }
 
+TensorNames Module::parameter_names() const {
+  TensorNames names;
+  for (auto& [name, t] : named_parameters()) names.emplace(t.id(), name);
+  return names;
+}
+
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
   for (auto& [n, t] : named_parameters()) out.push_back(t);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <attograd/autograd/tensor.h>
+#include <attograd/autograd/trace.h>
 
 namespace attograd {
 
@@ -42,6 +43,8 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   // The same tensors without names (what an optimizer takes).
   std::vector<Tensor> parameters() const;
+  // The same names by tensor identity, for to_dot and BackwardTrace.
+  TensorNames parameter_names() const;
   // Every buffer (persistent or not) by dotted name, in registration order.
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   // The direct submodules by name, in registration order.

@@ -65,6 +65,11 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("max-consecutive-skips", "with --on-nonfinite skip: stop as stop does when more steps than this in a row are "
        "non-finite", cxxopts::value<int64_t>()->default_value(std::to_string(d.max_consecutive_skips)))
       ("detect-anomaly", "name the first op whose output or gradient becomes NaN/Inf")
+      ("graph-out", "write the first step's graph to FILE.dot (and FILE.svg when Graphviz's dot is on PATH); "
+       "training goes on", cxxopts::value<std::string>()->default_value(""))
+      ("graph-collapse", "with --graph-out: draw identical layers once, with a count")
+      ("trace-backward", "log the first step's backward node by node: a table on stdout, or JSON lines with "
+       "--trace-backward=FILE", cxxopts::value<std::string>()->implicit_value("-")->default_value(""))
       ("samples", "sample decodes shown at the end", cxxopts::value<int64_t>()->default_value(std::to_string(d.samples)))
       ("quiet", "no progress line");
 }
@@ -128,6 +133,8 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   t.on_nonfinite = nf == "skip" ? OnNonfinite::skip : OnNonfinite::stop;
   t.max_consecutive_skips = cli::flag_in_range<int64_t>(r, "max-consecutive-skips", 1, int64_t{1} << 40);
   t.detect_anomaly = r.count("detect-anomaly") > 0;
+  t.views = {r["graph-out"].as<std::string>(), r.count("graph-collapse") > 0, r["trace-backward"].as<std::string>()};
+  if (t.views.graph_collapse && t.views.graph_out.empty()) fail<ValueError>("flags", "--graph-collapse needs --graph-out");
   t.samples = cli::flag_in_range<int64_t>(r, "samples", 0, 1000);
   t.quiet = r.count("quiet") > 0;
   return t;
@@ -285,6 +292,7 @@ class Trainer {
   double tokens_done_ = 0, window_loss_ = 0;  // window: the steps since the last log record
   int64_t window_ = 0, skipped_ = 0, skipped_in_a_row_ = 0;
   bool evaluated_ = false;
+  bool views_pending_ = false;  // --graph-out / --trace-backward wait for the first step
   std::optional<int64_t> last_checkpoint_step_;
 };
 
@@ -306,6 +314,7 @@ Trainer::Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_g
   if (opt.resume) resume();
   log_.open(opt.log_path, opt.resume);
   first_ = state_.step + 1;
+  views_pending_ = opt.views.any();
   last_ = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
 }
 
@@ -376,7 +385,15 @@ double Trainer::forward_backward(const Batch& b) {
   ce.label_smoothing = opt_.label_smoothing;
   Tensor loss = cross_entropy(logits.reshape({-1, model_.config.tgt_vocab}), b.tgt_out.reshape({-1}), ce);
   const double value = loss.item();
-  if (std::isfinite(value)) loss.backward();
+  if (!std::isfinite(value)) return value;
+  std::optional<BackwardTrace> trace;
+  if (views_pending_) trace.emplace(TraceOptions{model_.parameter_names()});
+  loss.backward();
+  if (trace) {
+    views_pending_ = false;
+    for (const std::string& line : write_backprop_views(opt_.views, loss, *trace, model_.parameter_names()))
+      progress_.print(line);
+  }
   return value;
 }
 

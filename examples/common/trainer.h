@@ -17,6 +17,7 @@
 
 #include <attograd/data/loader.h>
 #include <attograd/data/vocab.h>
+#include "examples/common/backprop_views.h"
 #include "examples/common/checkpoint.h"
 #include <attograd/nn/generate.h>
 #include <attograd/nn/transformer.h>
@@ -54,6 +55,7 @@ struct TrainOptions {
   OnNonfinite on_nonfinite = OnNonfinite::stop;
   int64_t max_consecutive_skips = 20;  // skip: more non-finite steps in a row than this stop the run as stop does
   bool detect_anomaly = false;
+  BackpropViews views;            // --graph-out, --trace-backward: of the run's first step, then training goes on
   int64_t samples = 5;            // sample decodes shown at the end
   bool quiet = false;             // no progress line (tests)
 };
@@ -62,8 +64,6 @@ struct TrainOptions {
 void add_model_flags(cxxopts::Options& o, const TransformerConfig& defaults);
 void add_train_flags(cxxopts::Options& o, const TrainOptions& defaults);
 TransformerConfig model_config_from(const cxxopts::ParseResult& r, TransformerConfig base);
-// "4 heads", or "4 heads, 2 K/V heads in the decoder" with grouped-query attention (for the programs' banners).
-std::string heads_summary(const TransformerConfig& c);
 TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions base);
 
 // Held-out results. Outputs and references are token id sequences without BOS/EOS.

@@ -1,0 +1,78 @@
+// BackwardTrace: a log of one backward pass, node by node, in the order the
+// engine runs them. While the guard lives, every run_backward on this thread
+// is recorded (it is a BackwardObserver, engine.h):
+//
+//   BackwardTrace trace({.names = model.parameter_names()});
+//   loss.backward();
+//   fmt::print("{}", trace.table());   // or trace.write_jsonl(out)
+//
+// One row per node: the step (0 is the loss's own node), the op, the
+// gradient that arrived (dL/d its output: shape and L2 norm), what it sent to
+// each input (shape and norm; "-" where an input needs no gradient), the time
+// its backward took, and the bytes the allocator got back when the engine
+// released its closure (the saved tensors nothing else holds). AccumulateGrad
+// rows are the leaves: `name` is the parameter's name when `names` has it.
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <attograd/autograd/engine.h>
+
+namespace attograd {
+
+// Names for tensors by identity (Tensor::id()), e.g. a module's parameters:
+// Module::parameter_names() makes one from named_parameters().
+using TensorNames = std::unordered_map<const void*, std::string>;
+
+// The name of the leaf an AccumulateGrad node adds into, if `names` has it.
+std::string leaf_name(const Node& node, const TensorNames& names);
+
+struct GradInfo {
+  bool defined = false;
+  Shape shape;
+  double norm = 0;  // L2 norm over all elements, in double
+};
+GradInfo grad_info(const Tensor& g);
+
+struct TraceRow {
+  int64_t step = 0;             // 0, 1, ...: the order the engine ran the nodes
+  std::string op;               // Node::name
+  std::string name;             // the leaf's name (AccumulateGrad rows), else ""
+  GradInfo grad;                // dL/d(output), as it arrived
+  std::vector<GradInfo> input_grads;  // what went to each input
+  double micros = 0;            // the node's backward (or the leaf's accumulation)
+  size_t freed_bytes = 0;       // Node::freed_bytes after the release
+  const Node* node = nullptr;   // identity only (to_dot matches rows to nodes); do not dereference
+};
+
+struct TraceOptions {
+  TensorNames names;
+};
+
+class BackwardTrace : public BackwardObserver {
+ public:
+  explicit BackwardTrace(TraceOptions options = {});
+  BackwardTrace(const BackwardTrace&) = delete;
+  BackwardTrace& operator=(const BackwardTrace&) = delete;
+
+  const std::vector<TraceRow>& rows() const { return rows_; }
+  // Fixed-width columns: step, op, grad in, grads out, time, freed.
+  std::string table() const;
+  // One JSON object per row: {"step":0,"op":"sum","name":"","grad":{"shape":[],"norm":1.0},
+  // "input_grads":[{"shape":[2,3],"norm":2.44},null],"us":1.5,"freed_bytes":0}
+  void write_jsonl(std::ostream& out) const;
+
+  void before(const Node& node, const Tensor& grad) override;
+  void after(const Node& node, const Tensor& grad, const std::vector<Tensor>& input_grads) override;
+
+ private:
+  TraceOptions options_;
+  std::vector<TraceRow> rows_;
+  int64_t start_ns_ = 0;
+  BackwardObserverGuard guard_;  // last: installed once the rest is ready
+};
+
+}  // namespace attograd
