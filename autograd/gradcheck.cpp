@@ -10,6 +10,8 @@
 
 #include "autograd/engine.h"
 #include "autograd/tensor_impl.h"
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/reduction.h>
 
 namespace attograd {
 
@@ -249,10 +251,51 @@ GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
   return report;
 }
 
+GradcheckReport gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, const GradcheckOptions& opt,
+                              uint64_t seed) {
+  Generator gen(seed);
+  Tensor u;  // the output gradient [out's shape]
+  {
+    NoGradGuard no_grad;
+    const Tensor out = fn(inputs);
+    if (!out.defined() || !is_floating(out.dtype()))
+      fail<ValueError>("gradgradcheck", "the function must return a defined floating tensor");
+    u = Tensor::randn(out.shape(), gen, out.dtype());
+  }
+  std::vector<Tensor> v(inputs.size());  // one direction per checked input [its shape]
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (is_checked(inputs[i])) v[i] = Tensor::randn(inputs[i].shape(), gen, inputs[i].dtype());
+
+  // h(x) = Σ_i <grad(f(x), x_i, u), v_i>, recorded (gradcheck evaluates its
+  // function without grad mode; h needs it for the inner gradient).
+  const GradcheckFn h = [&](const std::vector<Tensor>& xs) {
+    GradModeGuard on(true);
+    const Tensor out = fn(xs);
+    std::vector<Tensor> wrt, dirs;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (is_checked(xs[i])) wrt.push_back(xs[i]), dirs.push_back(v[i]);
+    Tensor total = Tensor::zeros({}, u.dtype());
+    if (wrt.empty() || !out.requires_grad()) return total;
+    GradOptions go;
+    go.create_graph = true;
+    go.allow_unused = true;
+    const std::vector<Tensor> g = grad({out}, wrt, {u}, go);
+    for (size_t j = 0; j < g.size(); ++j)
+      if (g[j].defined()) total = total + sum(g[j] * dirs[j]).to(u.dtype());
+    return total;
+  };
+  GradcheckOptions inner = opt;
+  inner.raise_on_failure = false;
+  GradcheckReport report = gradcheck(h, inputs, inner);
+  report.check = "gradgradcheck";
+  if (!report.ok && opt.raise_on_failure) throw GradcheckError("gradgradcheck: " + report.summary());
+  return report;
+}
+
 std::string GradcheckReport::summary() const {
   size_t checked = 0;
   for (const auto& r : inputs) checked += r.checked;
-  std::string s = fmt::format("gradcheck {} ({} of {} inputs checked)", ok ? "passed" : "FAILED", checked, inputs.size());
+  std::string s = fmt::format("{} {} ({} of {} inputs checked)", check, ok ? "passed" : "FAILED", checked, inputs.size());
   for (const auto& r : inputs) {
     if (!r.checked) {
       s += fmt::format("\n  input {}: skipped (does not require grad)", r.input);

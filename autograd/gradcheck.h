@@ -21,6 +21,19 @@
 // furthest past (or closest to) that bound.
 // It also checks that backward is deterministic (two runs agree exactly) and
 // linear in the output gradient (grad · 2 gives twice the input gradient).
+//
+// gradgradcheck checks second derivatives, as torch.autograd.gradgradcheck:
+//
+//   auto report = gradgradcheck([](const std::vector<Tensor>& in) { return tanh(in[0]); }, {x});
+//
+// With a random output gradient u and a random v_i per checked input (from a
+// Generator seeded with `seed`), it runs gradcheck on the scalar
+//   h(x) = Σ_i <grad(f(x), x_i, u), v_i>
+// whose gradient is the Hessian-vector product: analytically by grad(...,
+// create_graph = true) and a backward through that graph, numerically by
+// central differences of h (each h a first-order gradient). The report
+// (summary "gradgradcheck ...") names each input's worst element of ∂h/∂x_i;
+// the output element is always 0 (h is a scalar).
 #pragma once
 #include <functional>
 #include <string>
@@ -53,6 +66,7 @@ struct InputReport {
 };
 
 struct GradcheckReport {
+  std::string check = "gradcheck";  // or "gradgradcheck"
   bool ok = true;
   std::vector<InputReport> inputs;
   std::vector<std::string> warnings;  // e.g. non-float64 inputs
@@ -66,5 +80,8 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
+
+GradcheckReport gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {}, uint64_t seed = 0x5eed);
 
 }  // namespace attograd
