@@ -33,7 +33,9 @@
 // create_graph = true) and a backward through that graph, numerically by
 // central differences of h (each h a first-order gradient). The report
 // (summary "gradgradcheck ...") names each input's worst element of ∂h/∂x_i;
-// the output element is always 0 (h is a scalar).
+// the output element is always 0 (h is a scalar). It also checks that the
+// first-order gradient with create_graph equals the plain backward's (many
+// ops take another path while a graph is being created).
 #pragma once
 #include <functional>
 #include <string>
