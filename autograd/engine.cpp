@@ -1,6 +1,7 @@
 // The reverse-mode engine: record() builds the graph during the forward pass;
-// run_backward() walks it once in reverse topological order. Also the members
-// of Tensor that need the Node (requires_grad_, set_data_, grad_fn_name, backward).
+// run_backward() and grad() walk it once in reverse topological order (walk()),
+// recording the backward pass itself under create_graph. Also the members of
+// Tensor that need the Node (requires_grad_, set_data_, grad_fn_name, backward).
 #include <attograd/autograd/engine.h>
 
 #include <algorithm>
@@ -47,8 +48,19 @@ bool sole_owner(const Tensor& t) {
          t.is_contiguous();
 }
 
-// leaf.grad += g, in place once the leaf owns a gradient buffer.
-void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g) {
+// a + g for two gradients of one tensor (same shape and dtype), recorded:
+// how gradients meet while a graph is being created.
+Tensor recorded_sum(const Tensor& a, const Tensor& g) {
+  return record("add", add_values(a, g), {a, g}, [](const Tensor& grad, Grads& dx) {
+    // out = a + g  =>  da = grad,  dg = grad
+    dx[0] += grad;
+    dx[1] += grad;
+  });
+}
+
+// leaf.grad += g, in place once the leaf owns a gradient buffer; while a
+// graph is being created, a recorded sum (.grad then has a graph).
+void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g, bool create_graph) {
   if (!leaf.grad) {
     // Keep g itself when nothing else sees it; otherwise own a contiguous
     // copy (g may be a view of, or the same buffer as, another gradient).
@@ -56,7 +68,8 @@ void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g) {
     return;
   }
   Tensor acc(leaf.grad);
-  add_(acc, g);
+  if (create_graph) leaf.grad = recorded_sum(acc, g).impl_ptr();
+  else add_(acc, g);
 }
 }  // namespace
 
@@ -179,41 +192,51 @@ Tensor record(std::string_view op, Tensor out, std::initializer_list<Tensor> inp
   return record(op, std::move(out), std::vector<Tensor>(inputs), std::move(backward));
 }
 
-void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
-  if (!root.defined()) fail<AutogradError>("backward", "called on an undefined tensor");
+namespace {
+// The gradient to start from at `root`: `given`, checked, or 1 for a
+// one-element root. `op` names the caller in errors.
+Tensor root_grad(std::string_view op, const Tensor& root, const Tensor& given) {
+  if (!root.defined()) fail<AutogradError>(op, "called on an undefined tensor");
   if (!root.requires_grad())
-    fail<AutogradError>("backward",
+    fail<AutogradError>(op,
                         "tensor {} does not require grad and has no grad_fn; hint: call "
                         "requires_grad_() on the leaves you want gradients for",
                         shape_str(root.shape()));
-  Tensor grad = grad_in;
-  if (!grad.defined()) {
+  if (!given.defined()) {
     if (root.numel() != 1)
-      fail<AutogradError>("backward",
+      fail<AutogradError>(op,
                           "grad can be implicitly created only for a one-element output, got shape "
                           "{}; hint: pass a gradient of that shape, or reduce with sum()/mean()",
                           shape_str(root.shape()));
-    grad = Tensor::ones(root.shape(), root.dtype());
-  } else if (grad.shape() != root.shape()) {
-    fail<ShapeError>("backward", "gradient has shape {}, but the output has shape {}",
-                     shape_str(grad.shape()), shape_str(root.shape()));
-  } else if (grad.dtype() != root.dtype()) {
-    fail<DTypeError>("backward", "gradient has dtype {}, but the output {} has dtype {}; hint: "
-                     "convert it with .to()", dtype_name(grad.dtype()), shape_str(root.shape()),
+    return Tensor::ones(root.shape(), root.dtype());
+  }
+  if (given.shape() != root.shape())
+    fail<ShapeError>(op, "gradient has shape {}, but the output has shape {}",
+                     shape_str(given.shape()), shape_str(root.shape()));
+  if (given.dtype() != root.dtype())
+    fail<DTypeError>(op, "gradient has dtype {}, but the output {} has dtype {}; hint: "
+                     "convert it with .to()", dtype_name(given.dtype()), shape_str(root.shape()),
                      dtype_name(root.dtype()));
-  }
+  return given;
+}
 
-  NoGradGuard no_grad;  // backward math is not recorded
-  if (!root.grad_fn()) {  // a leaf: its gradient is the given one
-    accumulate_into_leaf(*root.impl(), grad);
-    return;
-  }
+// The node a gradient for t enters: its grad_fn, or its AccumulateGrad for a leaf.
+std::shared_ptr<Node> entry_node(const Tensor& t) { return t.grad_fn() ? t.grad_fn() : grad_accumulator(t); }
+
+// One walk of the graph, shared by backward() and grad(). Without `targets`
+// gradients reach the leaves' .grad; with them (grad()) the gradient arriving
+// at targets[j] is returned as result[j], no .grad is touched, and only nodes
+// on a path to a target run.
+std::vector<Tensor> walk(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<Tensor>& grads,
+                         bool retain_graph, bool create_graph, const std::vector<Node*>& targets) {
+  GradModeGuard mode(create_graph);  // backward math is recorded only when creating a graph
+  const bool capture = !targets.empty();
 
   // 1. Count, for every reachable node, how many edges point at it (iterative DFS).
-  Node* start = root.grad_fn().get();
   std::unordered_map<Node*, int> deps;
-  std::vector<Node*> stack{start};
-  deps[start] = 0;
+  std::vector<Node*> stack, seen;  // seen: every reachable node
+  for (const auto& r : roots)
+    if (deps.try_emplace(r.get(), 0).second) stack.push_back(r.get()), seen.push_back(r.get());
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
@@ -221,23 +244,55 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
       if (!c) continue;
       auto [it, fresh] = deps.try_emplace(c.get(), 0);
       ++it->second;
-      if (fresh) stack.push_back(c.get());
+      if (fresh) stack.push_back(c.get()), seen.push_back(c.get());
     }
   }
 
+  // With targets: a node runs only when one of its inputs leads to a target.
+  // One sweep over the nodes in reverse topological order (inputs first).
+  std::unordered_map<Node*, bool> leads;  // node is a target or one of its inputs leads to one
+  if (capture) {
+    std::unordered_map<Node*, int> left = deps;
+    std::vector<Node*> order, todo;
+    for (Node* n : seen)
+      if (left[n] == 0) todo.push_back(n);
+    while (!todo.empty()) {
+      Node* n = todo.back();
+      todo.pop_back();
+      order.push_back(n);
+      for (auto& c : n->next)
+        if (c && --left[c.get()] == 0) todo.push_back(c.get());
+    }
+    for (Node* t : targets) leads[t] = true;
+    for (auto it = order.rbegin(); it != order.rend(); ++it)
+      for (auto& c : (*it)->next)
+        if (c && leads[c.get()]) leads[*it] = true;
+  }
+  auto runs = [&](Node* n) {
+    if (!capture) return true;
+    for (auto& c : n->next)
+      if (c && leads[c.get()]) return true;
+    return false;
+  };
+
   // 2. Kahn's algorithm: a node runs once every consumer has added its share.
   std::unordered_map<Node*, Tensor> buffers;
-  buffers[start] = grad;
   // A second gradient for the same node is added into the first one in place
   // when nothing else sees that buffer (else into a fresh sum): backward
   // accumulates, and the residual stream's gradients meet at every block.
+  // While creating a graph the sum is recorded.
   auto sink = [&](Node* target, const Tensor& g) {
     auto [it, fresh] = buffers.try_emplace(target, g);
     if (fresh) return;
-    if (sole_owner(it->second)) add_(it->second, g);
+    if (create_graph) it->second = recorded_sum(it->second, g);
+    else if (sole_owner(it->second)) add_(it->second, g);
     else it->second = add_values(it->second, g);
   };
-  std::vector<Node*> ready{start};
+  for (size_t i = 0; i < roots.size(); ++i) sink(roots[i].get(), grads[i]);
+  std::vector<Node*> ready;
+  for (const auto& r : roots)
+    if (deps[r.get()] == 0 && std::find(ready.begin(), ready.end(), r.get()) == ready.end()) ready.push_back(r.get());
+  std::vector<Tensor> result(targets.size());
   while (!ready.empty()) {
     Node* n = ready.back();
     ready.pop_back();
@@ -251,16 +306,18 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         observer->before(*n, g);
         written.resize(n->next.size());
       }
+      for (size_t j = 0; j < targets.size(); ++j)
+        if (targets[j] == n) result[j] = g;
       if (!n->leaf.expired() || n->name == "AccumulateGrad") {
-        if (auto leaf = n->leaf.lock()) accumulate_into_leaf(*leaf, g);
+        if (auto leaf = n->leaf.lock(); leaf && !capture) accumulate_into_leaf(*leaf, g, create_graph);
         if (observer) written = {g};
-      } else {
+      } else if (runs(n)) {
         if (n->released)
           fail<AutogradError>(n->name,
                               "trying to backward through the graph a second time, but its saved "
                               "tensors were freed; hint: pass retain_graph=true to the first "
                               "backward()");
-        Grads dx(*n, sink, observer ? &written : nullptr);
+        Grads dx(*n, sink, create_graph, observer ? &written : nullptr);
         n->backward(g, dx);
         if (!retain_graph) {
           const Allocator& alloc = default_allocator();
@@ -275,6 +332,97 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     for (auto& c : n->next)
       if (c && --deps[c.get()] == 0) ready.push_back(c.get());
   }
+  return result;
+}
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph, bool create_graph) {
+  const Tensor grad = root_grad("backward", root, grad_in);
+  walk({entry_node(root)}, {grad}, retain_graph || create_graph, create_graph, {});
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, const GradOptions& opt) {
+  if (!grad_outputs.empty() && grad_outputs.size() != outputs.size())
+    fail<ValueError>("grad", "got {} grad_outputs for {} outputs; hint: pass one per output, or none",
+                     grad_outputs.size(), outputs.size());
+  if (outputs.empty()) fail<ValueError>("grad", "needs at least one output");
+  std::vector<std::shared_ptr<Node>> roots;
+  std::vector<Tensor> grads;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    grads.push_back(root_grad("grad", outputs[k], grad_outputs.empty() ? Tensor() : grad_outputs[k]));
+    roots.push_back(entry_node(outputs[k]));
+  }
+  std::vector<std::shared_ptr<Node>> keep;  // targets stay alive for the walk
+  std::vector<Node*> targets;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    if (!x.defined() || !x.requires_grad())
+      fail<AutogradError>("grad", "input {} does not require grad; hint: call requires_grad_() on it before the "
+                          "forward pass", i);
+    keep.push_back(entry_node(x));
+    targets.push_back(keep.back().get());
+  }
+  if (targets.empty()) fail<ValueError>("grad", "needs at least one input");
+  std::vector<Tensor> result = walk(roots, grads, opt.retain_graph || opt.create_graph, opt.create_graph, targets);
+  for (size_t i = 0; i < result.size(); ++i)
+    if (!result[i].defined() && !opt.allow_unused)
+      fail<AutogradError>("grad", "input {} {} was not used to compute the outputs; hint: pass allow_unused = true "
+                          "to get an undefined gradient for it", i, shape_str(inputs[i].shape()));
+  return result;
+}
+
+namespace {
+// x's values with grad_fn `fn`: how a saved tensor rejoins the graph.
+Tensor with_history(const Tensor& saved, std::shared_ptr<Node> fn) {
+  Tensor t = make_view(saved, saved.shape(), saved.strides(), saved.offset());
+  t.impl()->grad_fn = std::move(fn);
+  t.impl()->requires_grad = true;
+  return t;
+}
+}  // namespace
+
+Tensor Grads::input(size_t i, const Tensor& saved) const {
+  if (!create_graph_ || !saved.defined() || !needs(i)) return saved;
+  if (saved.shape() != node_.input_shapes[i])
+    fail<AutogradError>(node_.name, "saved tensor for input {} has shape {}, but the input has shape {}", i,
+                        shape_str(saved.shape()), shape_str(node_.input_shapes[i]));
+  const std::shared_ptr<Node>& producer = node_.next[i];
+  if (producer->name != "AccumulateGrad") return with_history(saved, producer);
+  if (auto leaf = producer->leaf.lock()) return Tensor(leaf);  // the leaf itself
+  return saved;  // the leaf took new data since (set_data_): nothing to reach
+}
+
+Tensor Grads::output(const Tensor& saved) const {
+  if (!create_graph_ || !saved.defined()) return saved;
+  return with_history(saved, node_.shared_from_this());
+}
+
+void twin_backward(Grads& dx, const Tensor& grad, const std::vector<Tensor>& inputs,
+                   const std::function<Tensor(const std::vector<Tensor>&)>& twin) {
+  // Fresh aliases z of the inputs, so the nested grad() stops at them and
+  // gives each input's own gradient; their node passes it on unchanged.
+  std::vector<Tensor> z, wanted;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    if (!dx.needs(i) || !x.defined() || !x.requires_grad()) {
+      z.push_back(x);
+      continue;
+    }
+    z.push_back(record("twin_input", make_view(x, x.shape(), x.strides(), x.offset()), {x},
+                       [](const Tensor& g, Grads& d) { d[0] += g; }));
+    wanted.push_back(z.back());
+    which.push_back(i);
+  }
+  if (wanted.empty()) return;
+  const Tensor out = twin(z);
+  GradOptions opt;
+  opt.create_graph = true;
+  opt.allow_unused = true;
+  const std::vector<Tensor> g = attograd::grad({out}, wanted, {grad}, opt);
+  for (size_t j = 0; j < which.size(); ++j)
+    if (g[j].defined()) dx[which[j]] += g[j];
 }
 
 // ---- Tensor's members that need the Node ------------------------------------
@@ -316,8 +464,8 @@ void Tensor::set_data_(const Tensor& src) {
 
 std::string Tensor::grad_fn_name() const { return grad_fn() ? grad_fn()->name : ""; }
 
-void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  run_backward(*this, grad, retain_graph);
+void Tensor::backward(const Tensor& grad, bool retain_graph, bool create_graph) const {
+  run_backward(*this, grad, retain_graph, create_graph);
 }
 
 }  // namespace attograd

@@ -1,6 +1,6 @@
 // The reverse-mode engine (engine.cpp): the graph, record() that builds it
-// during the forward pass, run_backward() that walks it, and the grad and
-// anomaly modes. Every differentiable op makes one Node: the op's name, an
+// during the forward pass, run_backward() and grad() that walk it, and the
+// grad and anomaly modes. Every differentiable op makes one Node: the op's name, an
 // edge to the Node that produced each input, and the backward closure written
 // right under the op's forward. See docs/autograd.md for the walk-through.
 //
@@ -18,11 +18,13 @@ namespace attograd {
 
 class Grads;
 // backward(grad, dx): grad is dL/d(out) with out's shape; write dL/d(input i)
-// with `dx[i] += ...` for every i where dx.needs(i).
+// with `dx[i] += ...` for every i where dx.needs(i). While a graph is being
+// created (dx.create_graph()), the closure's math is recorded, so it must be
+// built from differentiable ops on dx.input()/dx.output() (see Grads).
 using BackwardFn = std::function<void(const Tensor& grad, Grads& dx)>;
 
 // One recorded op in the graph: what backward needs to run it (see above).
-struct Node {
+struct Node : std::enable_shared_from_this<Node> {
   std::string name;                         // "mul", "matmul", "AccumulateGrad", ...
   std::vector<std::shared_ptr<Node>> next;  // producer of input i; null: input needs no grad
   std::vector<Shape> input_shapes;          // for the check where gradients meet
@@ -61,11 +63,12 @@ class Grads {
     Grads& g_;
     size_t i_;
   };
-  // The engine makes one per node it runs; sink receives each input's gradient
-  // (and, when written is given, each gradient is also kept there, for observers).
-  Grads(Node& node, std::function<void(Node*, const Tensor&)> sink,
+  // The engine makes one per node it runs; sink receives each input's gradient;
+  // create_graph records the backward itself (see below); when written is given,
+  // each input's gradient is also kept there, for a BackwardObserver.
+  Grads(Node& node, std::function<void(Node*, const Tensor&)> sink, bool create_graph = false,
         std::vector<Tensor>* written = nullptr)
-      : node_(node), sink_(std::move(sink)), written_(written) {}
+      : node_(node), sink_(std::move(sink)), create_graph_(create_graph), written_(written) {}
   // Whether input i wants a gradient: skip computing the ones that do not.
   bool needs(size_t i) const { return i < node_.next.size() && node_.next[i] != nullptr; }
   // dx[i]: where input i's gradient goes (dx[i] += g).
@@ -73,10 +76,23 @@ class Grads {
   // The node whose backward is running (its op name and input shapes).
   const Node& node() const { return node_; }
 
+  // True under backward(create_graph=true) or grad(..., create_graph): the
+  // gradients written must then be differentiable functions of grad and of
+  // the saved tensors, so that they can be differentiated again.
+  bool create_graph() const { return create_graph_; }
+  // A tensor the closure saved, ready for its math: `saved` itself in a plain
+  // backward; while a graph is being created, `saved` reconnected to the graph
+  // (like PyTorch's SavedVariable). input(i, saved): saved holds input i's
+  // values (x.detach() or a contiguous copy, x's shape); output(saved): saved
+  // holds this op's output (out.detach()).
+  Tensor input(size_t i, const Tensor& saved) const;
+  Tensor output(const Tensor& saved) const;
+
  private:
   void accumulate(size_t i, const Tensor& g);
   Node& node_;
   std::function<void(Node*, const Tensor&)> sink_;
+  bool create_graph_;
   std::vector<Tensor>* written_;  // each input's gradient, summed, for a BackwardObserver
 };
 
@@ -96,6 +112,19 @@ class NoGradGuard {
   ~NoGradGuard() { GradMode::set_enabled(prev_); }
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
+ private:
+  bool prev_;
+};
+
+// Sets grad mode to `enabled` in a scope (torch.set_grad_enabled): the
+// engine turns it on while it creates a backward graph, gradgradcheck while
+// it evaluates gradients inside gradcheck's no-grad evaluations.
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled) : prev_(GradMode::enabled()) { GradMode::set_enabled(enabled); }
+  ~GradModeGuard() { GradMode::set_enabled(prev_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
  private:
   bool prev_;
 };
@@ -160,7 +189,30 @@ bool any_requires_grad(std::initializer_list<Tensor> inputs);
 // True if every element of a floating tensor is finite.
 bool all_finite(const Tensor& t);
 
-// Runs reverse mode from `root` (see Tensor::backward).
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+// Runs reverse mode from `root` (see Tensor::backward). create_graph records
+// the backward pass itself (and implies retain_graph), so .grad can be
+// differentiated again.
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph, bool create_graph = false);
+
+struct GradOptions {
+  bool retain_graph = false;  // keep the graph for another backward (create_graph implies it)
+  bool create_graph = false;  // record the backward pass: the gradients have a graph of their own
+  bool allow_unused = false;  // an input the outputs do not depend on: false, an AutogradError; true, an undefined gradient
+};
+
+// torch.autograd.grad: the gradients of Σ_k <outputs[k], grad_outputs[k]>
+// with respect to each of `inputs` (tensors that require grad, leaves or
+// not), returned in order; .grad of the leaves is not touched. Without
+// grad_outputs every output must hold one element (its gradient is 1). Only
+// the nodes on a path from the outputs to an input run.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, const GradOptions& options = {});
+
+// The create_graph path of a fused op whose own backward is a kernel: rebuild
+// the op from its composite twin on `inputs` (the closure's dx.input()s) and
+// differentiate the twin with grad(create_graph). Writes dx[i] for every
+// input that needs a gradient.
+void twin_backward(Grads& dx, const Tensor& grad, const std::vector<Tensor>& inputs,
+                   const std::function<Tensor(const std::vector<Tensor>&)>& twin);
 
 }  // namespace attograd

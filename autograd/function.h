@@ -24,9 +24,17 @@
 // return a new floating tensor. backward gets dL/dout and returns one
 // gradient per input, each with that input's shape (an undefined Tensor means
 // "no gradient"); the engine checks shapes and skips inputs that need none.
+//
+// Higher-order gradients: under backward(create_graph=true) or grad(...,
+// create_graph) the backward runs with recording on, and the saved tensors
+// that are forward's inputs (as given to forward) or its output come back
+// joined to the graph, so a backward written in differentiable ops (like
+// Square's) can be differentiated again. A backward that computes its result
+// with raw loops over data() has no second derivative: gradgradcheck finds it.
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +61,9 @@ class FunctionCtx {
                           std::function<std::vector<Tensor>(FunctionCtx&, const Tensor&)> backward);
   std::vector<Tensor> saved_;
   std::vector<bool> needs_;
+  std::vector<Tensor> inputs_;                // forward's (detached) inputs, to recognise saved ones
+  std::vector<std::optional<size_t>> from_input_;  // per saved tensor: the input it is, if any
+  std::vector<bool> is_output_;                // per saved tensor: it is forward's output
 };
 
 // Runs forward(ctx, detached inputs) without recording, then records one node

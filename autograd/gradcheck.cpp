@@ -10,6 +10,8 @@
 
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/tensor_impl.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/reduction.h>
 
 namespace attograd {
 
@@ -249,10 +251,91 @@ GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
   return report;
 }
 
+namespace {
+// Many ops' backward takes another path while a graph is being created; its
+// gradient must equal the plain backward's (gradgradcheck's h uses the former,
+// so a wrong value there would otherwise go unseen). Adds one failure per
+// input where they differ.
+void check_create_graph_agrees(const GradcheckFn& fn, const std::vector<Tensor>& inputs, const Tensor& u,
+                               const GradcheckOptions& opt, GradcheckReport& report) {
+  GradModeGuard on(true);
+  std::vector<Tensor> xs, wrt;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    xs.push_back(!is_checked(in) || in.is_leaf() ? in : in.detach().requires_grad_());
+    if (is_checked(in)) wrt.push_back(xs.back()), which.push_back(i);
+  }
+  if (wrt.empty()) return;
+  auto grads = [&](bool create_graph) {
+    const Tensor out = fn(xs);
+    GradOptions go;
+    go.create_graph = create_graph;
+    go.allow_unused = true;
+    return out.requires_grad() ? grad({out}, wrt, {u}, go) : std::vector<Tensor>(wrt.size());
+  };
+  const std::vector<Tensor> plain = grads(false), created = grads(true);
+  for (size_t j = 0; j < wrt.size(); ++j) {
+    const std::vector<double> p = as_doubles(plain[j]), c = as_doubles(created[j]);
+    for (size_t e = 0; e < std::max(p.size(), c.size()); ++e) {
+      const double pv = e < p.size() ? p[e] : 0.0, cv = e < c.size() ? c[e] : 0.0;
+      if (std::abs(pv - cv) > opt.atol + opt.rtol * std::abs(pv) || std::isnan(pv) != std::isnan(cv)) {
+        report.ok = false;
+        report.failures.push_back(fmt::format("input {}: the create_graph backward gives {:.8g} at element {}, the "
+                                              "plain backward {:.8g}", which[j], cv, e, pv));
+        break;
+      }
+    }
+  }
+}
+}  // namespace
+
+GradcheckReport gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, const GradcheckOptions& opt,
+                              uint64_t seed) {
+  Generator gen(seed);
+  Tensor u;  // the output gradient [out's shape]
+  {
+    NoGradGuard no_grad;
+    const Tensor out = fn(inputs);
+    if (!out.defined() || !is_floating(out.dtype()))
+      fail<ValueError>("gradgradcheck", "the function must return a defined floating tensor");
+    u = Tensor::randn(out.shape(), gen, out.dtype());
+  }
+  std::vector<Tensor> v(inputs.size());  // one direction per checked input [its shape]
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (is_checked(inputs[i])) v[i] = Tensor::randn(inputs[i].shape(), gen, inputs[i].dtype());
+
+  // h(x) = Σ_i <grad(f(x), x_i, u), v_i>, recorded (gradcheck evaluates its
+  // function without grad mode; h needs it for the inner gradient).
+  const GradcheckFn h = [&](const std::vector<Tensor>& xs) {
+    GradModeGuard on(true);
+    const Tensor out = fn(xs);
+    std::vector<Tensor> wrt, dirs;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (is_checked(xs[i])) wrt.push_back(xs[i]), dirs.push_back(v[i]);
+    Tensor total = Tensor::zeros({}, u.dtype());
+    if (wrt.empty() || !out.requires_grad()) return total;
+    GradOptions go;
+    go.create_graph = true;
+    go.allow_unused = true;
+    const std::vector<Tensor> g = grad({out}, wrt, {u}, go);
+    for (size_t j = 0; j < g.size(); ++j)
+      if (g[j].defined()) total = total + sum(g[j] * dirs[j]).to(u.dtype());
+    return total;
+  };
+  GradcheckOptions inner = opt;
+  inner.raise_on_failure = false;
+  GradcheckReport report = gradcheck(h, inputs, inner);
+  report.check = "gradgradcheck";
+  check_create_graph_agrees(fn, inputs, u, opt, report);
+  if (!report.ok && opt.raise_on_failure) throw GradcheckError("gradgradcheck: " + report.summary());
+  return report;
+}
+
 std::string GradcheckReport::summary() const {
   size_t checked = 0;
   for (const auto& r : inputs) checked += r.checked;
-  std::string s = fmt::format("gradcheck {} ({} of {} inputs checked)", ok ? "passed" : "FAILED", checked, inputs.size());
+  std::string s = fmt::format("{} {} ({} of {} inputs checked)", check, ok ? "passed" : "FAILED", checked, inputs.size());
   for (const auto& r : inputs) {
     if (!r.checked) {
       s += fmt::format("\n  input {}: skipped (does not require grad)", r.input);

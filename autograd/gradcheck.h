@@ -21,6 +21,21 @@
 // furthest past (or closest to) that bound.
 // It also checks that backward is deterministic (two runs agree exactly) and
 // linear in the output gradient (grad · 2 gives twice the input gradient).
+//
+// gradgradcheck checks second derivatives, as torch.autograd.gradgradcheck:
+//
+//   auto report = gradgradcheck([](const std::vector<Tensor>& in) { return tanh(in[0]); }, {x});
+//
+// With a random output gradient u and a random v_i per checked input (from a
+// Generator seeded with `seed`), it runs gradcheck on the scalar
+//   h(x) = Σ_i <grad(f(x), x_i, u), v_i>
+// whose gradient is the Hessian-vector product: analytically by grad(...,
+// create_graph = true) and a backward through that graph, numerically by
+// central differences of h (each h a first-order gradient). The report
+// (summary "gradgradcheck ...") names each input's worst element of ∂h/∂x_i;
+// the output element is always 0 (h is a scalar). It also checks that the
+// first-order gradient with create_graph equals the plain backward's (many
+// ops take another path while a graph is being created).
 #pragma once
 #include <functional>
 #include <string>
@@ -56,6 +71,7 @@ struct InputReport {
 
 // gradcheck's result: ok, one report per input, and readable lines.
 struct GradcheckReport {
+  std::string check = "gradcheck";  // or "gradgradcheck"
   bool ok = true;
   std::vector<InputReport> inputs;
   std::vector<std::string> warnings;  // e.g. non-float64 inputs
@@ -73,5 +89,8 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 // options.raise_on_failure a failure throws GradcheckError instead.
 GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
+
+GradcheckReport gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {}, uint64_t seed = 0x5eed);
 
 }  // namespace attograd

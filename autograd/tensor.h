@@ -163,7 +163,9 @@ class Tensor {
   // A view of the same storage with no graph history and requires_grad false.
   Tensor detach() const;
   // Reverse-mode: without `grad` the tensor must hold one element.
-  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  // create_graph records the backward pass too (and keeps the graph), so the
+  // leaves' .grad can be differentiated again (see grad() in engine.h).
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false, bool create_graph = false) const;
 
   // ---- views and shape (differentiable; defined in ops/shape.cpp) ---------
   // The same elements in another shape (one size may be -1, inferred): a view

@@ -20,6 +20,12 @@
 // costs nothing extra. With dropout it also keeps the keep-mask (b8, same
 // shape), one byte per weight. Q, K, V are kept only when another input's
 // gradient reads them (dQ reads K, dK reads Q, dP reads V).
+//
+// Higher-order gradients: while a graph is being created, the fused op falls
+// back to its composite twin (differentiated by twin_backward). For that it
+// also keeps handles to its inputs and options (no copies) and the
+// generator's state before the dropout draws, from which the twin draws the
+// same keep-mask.
 #include <attograd/autograd/ops/attention.h>
 
 #include <cmath>
@@ -209,6 +215,9 @@ struct Saved {
   Tensor keep;       // [B, H, T, S] b8 dropout keep-mask (undefined without dropout)
   Tensor q, k, v;    // [B, H, ·, ·] GEMM-addressable, each only when a gradient reads it
   Shape mask_shape;  // the float attn_mask's shape, when it requires grad
+  Tensor inputs[4];  // q, k, v and the learned mask as given (for the composite twin)
+  AttentionOptions opts;         // without generator and need_weights
+  Generator::State gen_state{};  // before the dropout draws
 };
 
 template <class T>
@@ -236,6 +245,7 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
   // The keep draws follow ops/dropout exactly (gen.uniform() >= p, one per
   // weight in [B, H, T, S] row-major order), so the composite, which calls
   // dropout() on its softmax, draws the same mask from the same seed.
+  const Generator::State gen_state = dropping ? o.generator->state() : Generator::State{};
   if (dropping) {
     bool* z = keep.data<bool>();
     for (int64_t i = 0, n = keep.numel(); i < n; ++i) z[i] = o.generator->uniform() >= o.dropout_p;
@@ -283,6 +293,14 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
   if (q.requires_grad()) sv.k = K.owner.detach();  // dQ reads K
   if (need_dp) sv.v = V.owner.detach();            // dP reads V
   if (mask_learns) sv.mask_shape = o.attn_mask.shape();
+  sv.inputs[0] = q.detach();
+  sv.inputs[1] = k.detach();
+  sv.inputs[2] = v.detach();
+  if (mask_learns) sv.inputs[3] = o.attn_mask.detach();
+  sv.opts = o;
+  sv.opts.generator = nullptr;
+  sv.opts.need_weights = false;
+  sv.gen_state = gen_state;
 
   res.out = record(kFused, out, {q, k, v, mask_learns ? o.attn_mask : Tensor()},
                    [sv = std::move(sv)](const Tensor& grad, Grads& dx) {
@@ -308,6 +326,19 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
     // row is 0, so it adds nothing to dQ, dK or dV, and nothing divides by its
     // empty softmax sum (no NaN). Only a float mask that requires grad receives
     // dM = dS, which is 0 at its -∞ entries for the same reason.
+    if (dx.create_graph()) {
+      const Tensor* in = sv.inputs;
+      twin_backward(dx, grad, {dx.input(0, in[0]), dx.input(1, in[1]), dx.input(2, in[2]), dx.input(3, in[3])},
+                    [&sv](const std::vector<Tensor>& x) {
+                      AttentionOptions twin = sv.opts;
+                      Generator gen;
+                      gen.set_state(sv.gen_state);
+                      if (twin.dropout_p > 0) twin.generator = &gen;
+                      if (x[3].defined()) twin.attn_mask = x[3];
+                      return scaled_dot_product_attention_composite(x[0], x[1], x[2], twin).out;
+                    });
+      return;
+    }
     attention_backward<T>(sv, grad, dx);
   });
   return res;

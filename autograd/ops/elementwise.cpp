@@ -3,6 +3,13 @@
 // Shape legend: a, b, x are any shapes that broadcast together (NumPy rules);
 // out has the broadcast shape; grad (dL/dout) has out's shape. A broadcast
 // operand's gradient is brought back to its own shape by sum_to().
+//
+// Higher-order gradients: closures built from differentiable ops (add, sub,
+// mul, div, neg, exp, log, where, masked_fill) serve both modes, with their
+// saved tensors taken through dx.input()/dx.output(). The ones whose fast
+// backward is a fused kernel (pow, sqrt, abs, tanh, sigmoid, relu, gelu,
+// clamp) write the same formula in differentiable ops when dx.create_graph();
+// a piecewise-constant factor (a sign, a mask) enters as a constant.
 #include <attograd/autograd/ops/elementwise.h>
 
 #include <cmath>
@@ -94,8 +101,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor sa = b.requires_grad() ? a.detach() : Tensor(), sb = a.requires_grad() ? b.detach() : Tensor();
   return record("mul", out, {a, b}, [sa, sb, shape_a = a.shape(), shape_b = b.shape()](const Tensor& grad, Grads& dx) {
     // out = a * b  =>  da = grad * b,  db = grad * a
-    if (dx.needs(0)) dx[0] += sum_to(mul(grad, sb), shape_a);
-    if (dx.needs(1)) dx[1] += sum_to(mul(grad, sa), shape_b);
+    if (dx.needs(0)) dx[0] += sum_to(mul(grad, dx.input(1, sb)), shape_a);
+    if (dx.needs(1)) dx[1] += sum_to(mul(grad, dx.input(0, sa)), shape_b);
   });
 }
 
@@ -105,8 +112,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
   if (!any_requires_grad({a, b})) return out;
   return record("div", out, {a, b}, [b_ = b.detach(), y = out.detach(), sa = a.shape(), sb = b.shape()](const Tensor& grad, Grads& dx) {
     // out = a / b  =>  da = grad / b,  db = -grad * a / b^2 = -grad * out / b
-    if (dx.needs(0)) dx[0] += sum_to(div(grad, b_), sa);
-    if (dx.needs(1)) dx[1] += sum_to(neg(div(mul(grad, y), b_)), sb);
+    const Tensor bb = dx.input(1, b_);
+    if (dx.needs(0)) dx[0] += sum_to(div(grad, bb), sa);
+    if (dx.needs(1)) dx[1] += sum_to(neg(div(mul(grad, dx.output(y)), bb)), sb);
   });
 }
 
@@ -116,6 +124,12 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   if (!any_requires_grad({a, b})) return out;
   return record("pow", out, {a, b}, [a_ = a.detach(), b_ = b.detach(), y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = a^b  =>  da = grad * b * a^(b-1),  db = grad * out * log(a)
+    if (dx.create_graph()) {
+      const Tensor ag = dx.input(0, a_), bg = dx.input(1, b_), zero = scalar_like(0, a_);
+      if (dx.needs(0)) dx[0] += sum_to(mul(grad, where(eq(b_, zero), zero, bg * pow(ag, bg - 1.0))), a_.shape());
+      if (dx.needs(1)) dx[1] += sum_to(mul(grad, where(eq(a_, zero), zero, dx.output(y) * log(ag))), b_.shape());
+      return;
+    }
     if (dx.needs(0)) {
       Tensor da = zip_float("pow", a_, b_, [](auto x, auto e) { return e == 0 ? decltype(x)(0) : e * std::pow(x, e - 1); });
       dx[0] += sum_to(mul(grad, da), a_.shape());
@@ -134,6 +148,7 @@ Tensor pow(const Tensor& x, double p) {
   return record("pow", out, {x}, [x_ = x.detach(), p](const Tensor& grad, Grads& dx) {
     // out = x^p  =>  dx = grad * p * x^(p-1)
     if (p == 0) { dx[0] += Tensor::zeros(grad.shape(), grad.dtype()); return; }
+    if (dx.create_graph()) { dx[0] += mul(grad, pow(dx.input(0, x_), p - 1) * p); return; }
     dx[0] += mul(grad, map_float("pow", x_, [p](auto v) { using T = decltype(v); return static_cast<T>(p) * std::pow(v, static_cast<T>(p - 1)); }));
   });
 }
@@ -154,7 +169,7 @@ Tensor exp(const Tensor& x) {
   Tensor out = map_float("exp", x, [](auto v) { return std::exp(v); });
   return record("exp", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = e^x  =>  dx = grad * out
-    dx[0] += mul(grad, y);
+    dx[0] += mul(grad, dx.output(y));
   });
 }
 
@@ -163,7 +178,7 @@ Tensor log(const Tensor& x) {
   Tensor out = map_float("log", x, [](auto v) { return std::log(v); });
   return record("log", out, {x}, [x_ = x.detach()](const Tensor& grad, Grads& dx) {
     // out = ln x  =>  dx = grad / x
-    dx[0] += div(grad, x_);
+    dx[0] += div(grad, dx.input(0, x_));
   });
 }
 
@@ -172,6 +187,7 @@ Tensor sqrt(const Tensor& x) {
   Tensor out = map_float("sqrt", x, [](auto v) { return std::sqrt(v); });
   return record("sqrt", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = √x  =>  dx = grad / (2 out)
+    if (dx.create_graph()) { dx[0] += div(grad, dx.output(y) * 2.0); return; }
     dx[0] += zip_float("sqrt", grad, y, [](auto g, auto r) { return g / (2 * r); });
   });
 }
@@ -181,6 +197,10 @@ Tensor abs(const Tensor& x) {
   Tensor out = map_float("abs", x, [](auto v) { return std::abs(v); });
   return record("abs", out, {x}, [x_ = x.detach()](const Tensor& grad, Grads& dx) {
     // out = |x|  =>  dx = grad * sign(x)   (sign(0) = 0, as PyTorch)
+    if (dx.create_graph()) {
+      dx[0] += mul(grad, map_float("abs", x_, [](auto v) { return decltype(v)((v > 0) - (v < 0)); }));
+      return;
+    }
     dx[0] += zip_float("abs", grad, x_, [](auto g, auto v) { return v > 0 ? g : (v < 0 ? -g : decltype(g)(0)); });
   });
 }
@@ -190,6 +210,7 @@ Tensor tanh(const Tensor& x) {
   Tensor out = map_float("tanh", x, [](auto v) { return std::tanh(v); });
   return record("tanh", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = tanh x  =>  dx = grad * (1 - out^2)
+    if (dx.create_graph()) { const Tensor t = dx.output(y); dx[0] += mul(grad, 1.0 - t * t); return; }
     dx[0] += zip_float("tanh", grad, y, [](auto g, auto t) { return g * (1 - t * t); });
   });
 }
@@ -202,6 +223,7 @@ Tensor sigmoid(const Tensor& x) {
   });
   return record("sigmoid", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = σ(x)  =>  dx = grad * out * (1 - out)
+    if (dx.create_graph()) { const Tensor s = dx.output(y); dx[0] += mul(grad, s * (1.0 - s)); return; }
     dx[0] += zip_float("sigmoid", grad, y, [](auto g, auto s) { return g * s * (1 - s); });
   });
 }
@@ -211,6 +233,7 @@ Tensor relu(const Tensor& x) {
   Tensor out = map_float("relu", x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
   return record("relu", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = max(x, 0)  =>  dx = grad where out > 0, else 0
+    if (dx.create_graph()) { dx[0] += mul(grad, map_float("relu", y, [](auto r) { return decltype(r)(r > 0); })); return; }
     dx[0] += zip_float("relu", grad, y, [](auto g, auto r) { return r > 0 ? g : decltype(g)(0); });
   });
 }
@@ -221,6 +244,28 @@ Tensor relu(const Tensor& x) {
 namespace {
 constexpr double kInvSqrt2 = 0.70710678118654752440, kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794, kC = 0.044715;
+
+// φ(x) = e^(-x²/2) / √(2π), in differentiable ops.
+Tensor normal_pdf(const Tensor& x) { return exp(x * x * -0.5) * kInvSqrt2Pi; }
+
+// normal_cdf: out = Φ(x) = ½ (1 + erf(x/√2))
+Tensor normal_cdf(const Tensor& x) {
+  Tensor out = map_float("normal_cdf", x, [](auto v) {
+    using T = decltype(v);
+    return T(0.5) * (T(1) + std::erf(v * T(kInvSqrt2)));
+  });
+  return record("normal_cdf", out, {x}, [x_ = x.detach()](const Tensor& grad, Grads& dx) {
+    // out = Φ(x)  =>  dx = grad * φ(x)
+    dx[0] += mul(grad, normal_pdf(dx.input(0, x_)));
+  });
+}
+
+// d/dx gelu(x) in differentiable ops (gelu's backward while a graph is being created).
+Tensor gelu_slope(const Tensor& x, bool exact) {
+  if (exact) return normal_cdf(x) + x * normal_pdf(x);
+  const Tensor t = tanh((x + x * x * x * kC) * kSqrt2OverPi);
+  return (1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * ((1.0 + x * x * (3 * kC)) * kSqrt2OverPi);
+}
 }  // namespace
 
 Tensor gelu(const Tensor& x, GeluApprox approx) {
@@ -234,6 +279,7 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
     // exact: d/dx [x Φ(x)] = Φ(x) + x φ(x),   φ(x) = e^(-x²/2) / √(2π)
     // tanh:  with u = √(2/π)(x + 0.044715x³), t = tanh u:
     //        d/dx = ½(1 + t) + ½ x (1 - t²) √(2/π) (1 + 3·0.044715 x²)
+    if (dx.create_graph()) { dx[0] += mul(grad, gelu_slope(dx.input(0, x_), exact)); return; }
     dx[0] += zip_float("gelu", grad, x_, [exact](auto g, auto v) {
       using T = decltype(v);
       if (exact) {
@@ -257,6 +303,13 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   });
   return record("clamp", out, {x}, [x_ = x.detach(), l, h](const Tensor& grad, Grads& dx) {
     // out = clamp(x, lo, hi)  =>  dx = grad where lo <= x <= hi, else 0
+    if (dx.create_graph()) {
+      dx[0] += mul(grad, map_float("clamp", x_, [l, h](auto v) {
+        using T = decltype(v);
+        return T(v >= T(l) && v <= T(h));
+      }));
+      return;
+    }
     dx[0] += zip_float("clamp", grad, x_, [l, h](auto g, auto v) {
       using T = decltype(v);
       return (v >= T(l) && v <= T(h)) ? g : T(0);

@@ -4,9 +4,14 @@
 // (table rows), E embedding width; grad has out's shape. Each forward reads
 // x through its strides (no copy); each backward scatter-adds grad into a
 // zeroed buffer of x's shape with `+=`, so repeated indices accumulate.
+//
+// Higher-order gradients: each backward is linear in grad and records its
+// scatter as an op whose own backward is the forward selection again
+// (index_select, embedding, gather), so it is differentiable to any order.
 #include <attograd/autograd/ops/indexing.h>
 
 #include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops/elementwise.h>
 #include <attograd/autograd/tensor_impl.h>
 
 namespace attograd {
@@ -69,7 +74,14 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
       T* pa = storage_base<T>(acc);
       for_each_selected(acc, dim, idx, [&](int64_t k, int64_t o) { pa[o] += pg[k]; });
     });
-    dx[0] += acc;
+    if (!dx.create_graph()) {
+      dx[0] += acc;
+      return;
+    }
+    dx[0] += record("index_select_backward", acc, {grad}, [idx, dim](const Tensor& gg, Grads& d) {
+      // out = grad scatter-added at index  =>  dgrad = gg[..., index, ...]
+      d[0] += index_select(gg, dim, Tensor::from_vector(idx, {static_cast<int64_t>(idx.size())}));
+    });
   });
 }
 
@@ -112,7 +124,18 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<int64_t>
         for (int64_t e = 0; e < E; ++e) pd[idx[p] * E + e] += pg[static_cast<int64_t>(p) * E + e];
       }
     });
-    dx[0] += dw;
+    if (!dx.create_graph()) {
+      dx[0] += dw;
+      return;
+    }
+    dx[0] += record("embedding_backward", dw, {grad}, [ids_ = Tensor::from_vector(idx, {static_cast<int64_t>(idx.size())}),
+                                                   padding_idx, gshape = grad.shape()](const Tensor& gg, Grads& d) {
+      // out[ids[p]] += grad[p] (not the padding_idx row)  =>  dgrad[p] = gg[ids[p]], 0 where ids[p] is padding_idx
+      Tensor rows = embedding(gg, ids_);  // [N, E]
+      if (padding_idx)
+        rows = masked_fill(rows, eq(ids_, Tensor::scalar(static_cast<double>(*padding_idx), DType::i64)).unsqueeze(1), 0.0);
+      d[0] += rows.reshape(gshape);
+    });
   });
 }
 
@@ -159,7 +182,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
           index_.shape(), [&](int64_t oa, int64_t oi, int64_t og) { pa[oa + pi[oi] * acc_step] += pg[og]; },
           Strided{acc_st, 0}, Strided{index_.strides(), index_.offset()}, Strided{grad.strides(), grad.offset()});
     });
-    dx[0] += acc;
+    dx[0] += record("gather_backward", acc, {grad}, [index_, dim](const Tensor& gg, Grads& d) {
+      // out[p with p[dim] = index[p]] += grad[p]  =>  dgrad = gather(gg, dim, index)
+      d[0] += gather(gg, dim, index_);
+    });
   });
 }
 

@@ -8,6 +8,10 @@
 // extra memory: the residual stream keeps it alive anyway), mean [R] and
 // rstd [R], and the weight. Backward recomputes x̂ = (x − mean) · rstd from
 // them rather than keeping an [R, E] x̂ buffer.
+//
+// Higher-order gradients: while a graph is being created, the fused op falls
+// back to its composite twin (layer_norm_composite, differentiated by
+// twin_backward), since its own backward is a row kernel.
 #include <attograd/autograd/ops/layer_norm.h>
 
 #include <algorithm>
@@ -137,12 +141,17 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                        data_or_null<T>(bc), r, eps);
   });
   if (!any_requires_grad({x, weight, bias})) return out;
-  return record(op, out, {x, weight, bias}, [xc, wc, mean, rstd, r, ns = normalized_shape](const Tensor& grad, Grads& dx) {
+  return record(op, out, {x, weight, bias}, [xc, wc, bc, mean, rstd, r, eps, ns = normalized_shape](const Tensor& grad, Grads& dx) {
     // Per row, with x̂ = (x − μ)·r, r = 1/√(σ² + eps), σ² = mean((x − μ)²), y = x̂ ⊙ w + b:
     //   ∂x̂_j/∂x_k = r·(δ_jk − 1/E − x̂_j x̂_k / E)     (∂r/∂x_k = −r³ (x_k − μ) / E)
     //   dx̂ = grad ⊙ w
     //   dx = Σ_j dx̂_j ∂x̂_j/∂x = r · (dx̂ − mean(dx̂) − x̂ ⊙ mean(dx̂ ⊙ x̂))
     //   dw = Σ_rows grad ⊙ x̂,   db = Σ_rows grad
+    if (dx.create_graph()) {
+      twin_backward(dx, grad, {dx.input(0, xc), dx.input(1, wc), dx.input(2, bc)},
+                    [&](const std::vector<Tensor>& in) { return layer_norm_composite(in[0], ns, in[1], in[2], eps); });
+      return;
+    }
     const Tensor g = grad.contiguous();
     Tensor d = dx.needs(0) ? Tensor::empty(xc.shape(), xc.dtype()) : Tensor();
     std::vector<double> dw(dx.needs(1) ? r.e : 0), db(dx.needs(2) ? r.e : 0);

@@ -4,6 +4,11 @@
 // contiguous [N, V] block (N = product of *), targets [*] i64 as [N].
 // grad is [] for mean and sum, [*] for none. g_i = dL/dloss_i is grad / n_valid
 // (mean), grad (sum) or grad[i] (none); rows whose target is ignore_index get 0.
+//
+// Higher-order gradients, while a graph is being created: cross_entropy falls
+// back to its composite twin (cross_entropy_composite, through twin_backward);
+// nll_loss multiplies grad by its constant one-hot rows; mse_loss writes its
+// formula in differentiable ops on its inputs.
 #include <attograd/autograd/ops/loss.h>
 
 #include <cmath>
@@ -140,6 +145,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
   return record(op, out, {logits}, [x, lse, t, r, opt, n_valid, shape = logits.shape()](const Tensor& grad, Grads& dx) {
     // out = Σ_i w_i [(1 − ε)(lse_i − x_i,t) + ε(lse_i − mean_v x_iv)],  ∂lse_i/∂x_iv = p_iv
     //   =>  dx_iv = g_i (p_iv − (1 − ε)[v = t_i] − ε / V)
+    if (dx.create_graph()) {
+      twin_backward(dx, grad, {dx.input(0, x)},
+                    [&](const std::vector<Tensor>& in) { return cross_entropy_composite(in[0], t, opt); });
+      return;
+    }
     const std::vector<double> g = row_grads(grad, opt.reduction, r.n, n_valid);
     Tensor d = Tensor::empty(shape, x.dtype());
     dispatch_float(x.dtype(), "cross_entropy", [&]<class T>() {
@@ -194,15 +204,24 @@ Tensor nll_loss(const Tensor& logp, const Tensor& targets, const NllLossOptions&
   if (!any_requires_grad({logp})) return out;
   return record(op, out, {logp}, [t, r, opt, n_valid, shape = logp.shape(), dtype = logp.dtype()](const Tensor& grad, Grads& dx) {
     // out = Σ_i w_i (−logp_i,t_i)  =>  dlogp_iv = −g_i [v = t_i]
-    const std::vector<double> g = row_grads(grad, opt.reduction, r.n, n_valid);
-    Tensor d = Tensor::zeros(shape, dtype);
-    dispatch_float(dtype, "nll_loss", [&]<class T>() {
-      T* pd = d.data<T>();
-      const int64_t* ti = t.data<int64_t>();
-      for (int64_t i = 0; i < r.n; ++i)
-        if (ti[i] != opt.ignore_index) pd[i * r.v + ti[i]] = static_cast<T>(-g[i]);
-    });
-    dx[0] += d;
+    auto scatter = [&](const std::vector<double>& g) {  // d [N, V]: −g_i at [i, t_i] of the valid rows
+      Tensor d = Tensor::zeros({r.n, r.v}, dtype);
+      dispatch_float(dtype, "nll_loss", [&]<class T>() {
+        T* pd = d.data<T>();
+        const int64_t* ti = t.data<int64_t>();
+        for (int64_t i = 0; i < r.n; ++i)
+          if (ti[i] != opt.ignore_index) pd[i * r.v + ti[i]] = static_cast<T>(-g[i]);
+      });
+      return d;
+    };
+    if (dx.create_graph()) {  // grad times the constant −[v = t_i]
+      Tensor g = grad;
+      if (opt.reduction == Reduction::none) g = grad.reshape({r.n, 1});
+      if (opt.reduction == Reduction::mean) g = grad * (n_valid > 0 ? 1.0 / static_cast<double>(n_valid) : 0.0);
+      dx[0] += mul(scatter(std::vector<double>(r.n, 1.0)), g).reshape(shape);
+      return;
+    }
+    dx[0] += scatter(row_grads(grad, opt.reduction, r.n, n_valid)).reshape(shape);
   });
 }
 
@@ -230,8 +249,14 @@ Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction red) {
     out = Tensor::scalar(red == Reduction::mean ? total / n : total, a.dtype());
   });
   if (!any_requires_grad({a, b})) return out;
-  return record(op, out, {a, b}, [diff, red, n](const Tensor& grad, Grads& dx) {
+  return record(op, out, {a, b}, [diff, a_ = a.detach(), b_ = b.detach(), red, n](const Tensor& grad, Grads& dx) {
     // out = Σ (a − b)² / n  =>  da = 2 (a − b) · grad / n,  db = −da   (n = 1 for sum; none: no sum)
+    if (dx.create_graph()) {
+      const Tensor da = (dx.input(0, a_) - dx.input(1, b_)) * grad * (2.0 / (red == Reduction::mean ? n : 1.0));
+      if (dx.needs(1)) dx[1] += neg(da);
+      if (dx.needs(0)) dx[0] += da;
+      return;
+    }
     Tensor da = dispatch_float(diff.dtype(), "mse_loss", [&]<class T>() {
       if (red == Reduction::none) return zip<T>("mse_loss", diff, grad, [](T d, T g) { return 2 * d * g; });
       const T s = static_cast<T>(2 * grad.item() / (red == Reduction::mean ? n : 1.0));

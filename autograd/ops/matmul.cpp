@@ -14,6 +14,10 @@
 // with contiguous(). Batch dims are looped over by offset, so broadcast ones
 // are never materialised; where the strides allow, the innermost batch dims
 // are folded into M or K, so [B, T, E] @ [E, F] is one GEMM of B·T rows.
+//
+// Higher-order gradients: while a graph is being created, both backwards
+// write their formula with the differentiable ops themselves (matmul,
+// transpose, reshape, sum_to) on the saved operands rejoined to the graph.
 #include <attograd/autograd/ops/matmul.h>
 
 #include <algorithm>
@@ -225,6 +229,18 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                  b_vec](const Tensor& grad, Grads& dx) {
                   // out = a @ b  =>  da = grad @ bᵀ,  db = aᵀ @ grad
                   // each summed over the batch dims its operand was broadcast along (see product()).
+                  if (dx.create_graph()) {
+                    const Tensor G = grad.reshape(full);  // [batch..., M, N]
+                    if (dx.needs(0)) {
+                      const Tensor B = dx.input(1, b_vec ? b_.reshape(sb) : b_).reshape(sb2);
+                      dx[0] += sum_to(matmul(G, B.transpose(-1, -2)), sa2).reshape(sa);
+                    }
+                    if (dx.needs(1)) {
+                      const Tensor A = dx.input(0, a_vec ? a_.reshape(sa) : a_).reshape(sa2);
+                      dx[1] += sum_to(matmul(A.transpose(-1, -2), G), sb2).reshape(sb);
+                    }
+                    return;
+                  }
                   const Tensor g = operand(unsqueeze_vec_dims(grad, full, a_vec, b_vec));  // [batch..., M, N]
                   if (dx.needs(0)) dx[0] += with_shape(product(g, false, b_, true, batch, sa2), sa);
                   if (dx.needs(1)) dx[1] += with_shape(product(a_, true, g, false, batch, sb2), sb);
@@ -291,6 +307,15 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                 [x_ = w.requires_grad() ? x2 : Tensor(), w_ = x.requires_grad() ? w2 : Tensor(), sx = x.shape(),
                  sw = w.shape(), O](const Tensor& grad, Grads& dx) {
                   // out = x @ wᵀ + b  =>  dx = grad @ w,  dw = gradᵀ @ x,  db = Σ_rows grad
+                  if (dx.create_graph()) {
+                    if (dx.needs(0)) dx[0] += matmul(grad, dx.input(1, w_));
+                    if (dx.needs(1)) {
+                      const Tensor X = dx.input(0, x_.reshape(sx)).reshape({-1, sw[1]});  // [R, I]
+                      dx[1] += matmul(grad.reshape({-1, O}).transpose(0, 1), X);
+                    }
+                    if (dx.needs(2)) dx[2] += sum_to(grad, {O});
+                    return;
+                  }
                   const Tensor g = operand(rows_view(grad));  // [R, O]
                   if (dx.needs(0)) dx[0] += with_shape(product(g, false, w_, false, {}, {g.size(0), sw[1]}), sx);
                   if (dx.needs(1)) dx[1] += product(g, true, x_, false, {}, sw);

@@ -4,6 +4,11 @@
 // x's shape with reduced dims removed (or kept as 1 with keepdim); grad has
 // out's shape. Every backward first views grad with the reduced dims kept
 // as 1, then broadcasts it back over x's shape.
+//
+// Higher-order gradients: sum, mean, var and max over all elements are
+// differentiable ops in both modes; max along a dim scatters grad with a
+// kernel, and while a graph is being created multiplies the broadcast grad by
+// the (constant) one-hot mask of the maxima instead.
 #include <attograd/autograd/ops/reduction.h>
 
 #include <algorithm>
@@ -164,7 +169,8 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
     std::vector<int64_t> rdims;
     for (size_t d = 0; d < p.reduced.size(); ++d)
       if (p.reduced[d]) rdims.push_back(static_cast<int64_t>(d));
-    const Tensor centered = x_ - mean(x_, rdims, /*keepdim=*/true);
+    const Tensor xg = dx.input(0, x_);
+    const Tensor centered = xg - mean(xg, rdims, /*keepdim=*/true);
     dx[0] += mul(expand_back(grad, p, x_.shape()), centered * (2.0 / denom));
   });
 }
@@ -199,19 +205,23 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
         dx[0] += grad;
         return;
       }
-      Tensor full = Tensor::zeros(sx, grad.dtype());
-      dispatch_float(grad.dtype(), "max", [&]<class T>() {
-        const Tensor g = grad.contiguous();
-        const T* pg = g.data<T>();
-        const int64_t* pi = indices.data<int64_t>();
-        const Tensor perm = permute(full, p.order);  // a view: [kept..., dim]
-        T* base = full.data<T>();
-        int64_t o = 0;
-        Shape kept(perm.shape().begin(), perm.shape().end() - 1), kst(perm.strides().begin(), perm.strides().end() - 1);
-        const int64_t step = perm.strides().back();
-        for_each_offset(kept, kst, 0, [&](int64_t off) { base[off + pi[o] * step] = pg[o]; ++o; });
-      });
-      dx[0] += full;
+      // full = zeros of x's shape with g written at the maxima
+      auto scatter = [&](const Tensor& g) {
+        Tensor full = Tensor::zeros(sx, g.dtype());
+        dispatch_float(g.dtype(), "max", [&]<class T>() {
+          const T* pg = g.data<T>();
+          const int64_t* pi = indices.data<int64_t>();
+          const Tensor perm = permute(full, p.order);  // a view: [kept..., dim]
+          T* base = full.data<T>();
+          int64_t o = 0;
+          Shape kept(perm.shape().begin(), perm.shape().end() - 1), kst(perm.strides().begin(), perm.strides().end() - 1);
+          const int64_t step = perm.strides().back();
+          for_each_offset(kept, kst, 0, [&](int64_t off) { base[off + pi[o] * step] = pg[o]; ++o; });
+        });
+        return full;
+      };
+      if (dx.create_graph()) dx[0] += mul(expand_back(grad, p, sx), scatter(Tensor::ones(grad.shape(), grad.dtype())));
+      else dx[0] += scatter(grad.contiguous());
     });
   }
   return {values, indices};

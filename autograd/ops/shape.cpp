@@ -4,6 +4,10 @@
 // Views (reshape of a contiguous x, view, transpose, permute, unsqueeze,
 // squeeze, expand, slice, narrow, split, chunk) alias x's storage; their
 // backward only moves grad back into x's shape.
+//
+// Higher-order gradients: every backward here is a shape op itself, so it is
+// differentiable as written; slice's writes grad into zeros with the
+// recorded op unslice, whose own backward is slice again.
 #include <attograd/autograd/ops/shape.h>
 
 #include <algorithm>
@@ -45,6 +49,16 @@ Shape infer_shape(const Shape& want, int64_t numel, std::string_view op, const S
 int64_t wrap_sized_dim(const Tensor& x, int64_t dim, std::string_view op) {
   if (x.dim() == 0) fail<IndexError>(op, "needs a tensor with at least one dim, got a 0-d tensor (dim {})", dim);
   return wrap_dim(dim, x.dim(), op);
+}
+
+// unslice: grad [slice's shape] -> out [sx], zeros with grad written into x[start:end:step] along dim
+Tensor unslice(const Tensor& grad, const Shape& sx, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  Tensor full = Tensor::zeros(sx, grad.dtype());
+  slice(full.detach(), dim, start, end, step).copy_(grad);
+  return record("unslice", full, {grad}, [dim, start, end, step](const Tensor& g, Grads& dx) {
+    // out = zeros with grad in the slice  =>  dgrad = g's slice
+    dx[0] += slice(g, dim, start, end, step);
+  });
 }
 
 // reshape/view share one backward: grad back to x's shape.
@@ -182,9 +196,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   Tensor out = make_view(x, s, st, x.offset() + start * x.strides()[dim]);
   return record("slice", out, {x}, [sx = x.shape(), dim, start, end, step](const Tensor& grad, Grads& dx) {
     // out = x[start:end:step] along dim  =>  dx = zeros with grad written into that slice
-    Tensor full = Tensor::zeros(sx, grad.dtype());
-    slice(full, dim, start, end, step).copy_(grad);
-    dx[0] += full;
+    dx[0] += unslice(grad, sx, dim, start, end, step);
   });
 }
 

@@ -7,12 +7,18 @@
 // dim (inner == 1) is the contiguous fast path; any other dim walks its rows
 // with stride inner.
 // Both ops save only their output y [x's shape].
+//
+// Higher-order gradients: each op has a double-backward formula of its own,
+// its backward formula written in differentiable ops (sum, mul, sub, exp) on
+// the output y rejoined to the graph, used while a graph is being created.
 #include <attograd/autograd/ops/softmax.h>
 
 #include <cmath>
 
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/kernels/rows.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/reduction.h>
 
 namespace attograd {
 
@@ -64,12 +70,18 @@ Tensor rows_backward(std::string_view op, const Tensor& grad, const Tensor& y, c
 
 // softmax: out[.., k, ..] = exp(x_k − max) / Σ_j exp(x_j − max) along dim
 Tensor softmax(const Tensor& x, int64_t dim) {
-  const Rows r = rows_along(x.shape(), wrap_dim(dim, x.dim(), "softmax"));
+  dim = wrap_dim(dim, x.dim(), "softmax");
+  const Rows r = rows_along(x.shape(), dim);
   const Tensor xc = contiguous_values(x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "softmax", [&]<class T>() { each_row(out.data<T>(), xc.data<T>(), r, softmax_row<T>); });
-  return record("softmax", out, {x}, [r, y = out.detach()](const Tensor& grad, Grads& dx) {
+  return record("softmax", out, {x}, [r, dim, y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = y = softmax(x)  =>  dx = y ⊙ (grad − Σ grad ⊙ y)   (a masked row has y = 0: dx = 0)
+    if (dx.create_graph()) {
+      const Tensor yy = dx.output(y);
+      dx[0] += mul(yy, grad - sum(grad * yy, {dim}, /*keepdim=*/true));
+      return;
+    }
     dx[0] += rows_backward("softmax", grad, y, r, []<class T>(T* d, const T* g, const T* yy, int64_t n, int64_t s) {
       softmax_backward_row<T>(d, g, yy, n, s);
     });
@@ -78,14 +90,21 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 
 // log_softmax: out[.., k, ..] = (x_k − max) − log Σ_j exp(x_j − max) along dim
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  const Rows r = rows_along(x.shape(), wrap_dim(dim, x.dim(), "log_softmax"));
+  dim = wrap_dim(dim, x.dim(), "log_softmax");
+  const Rows r = rows_along(x.shape(), dim);
   const Tensor xc = contiguous_values(x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "log_softmax", [&]<class T>() {
     each_row(out.data<T>(), xc.data<T>(), r, log_softmax_row<T>);
   });
-  return record("log_softmax", out, {x}, [r, y = out.detach()](const Tensor& grad, Grads& dx) {
+  return record("log_softmax", out, {x}, [r, dim, y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = y = log_softmax(x)  =>  dx = grad − exp(y) Σ grad   (a masked row: dx = 0, our choice)
+    if (dx.create_graph()) {
+      const Tensor p = exp(dx.output(y));
+      const Tensor masked_row = eq(sum(exp(y), {dim}, true), Tensor::zeros({}, y.dtype()));  // constant
+      dx[0] += masked_fill(grad - p * sum(grad, {dim}, /*keepdim=*/true), masked_row, 0.0);
+      return;
+    }
     dx[0] += rows_backward("log_softmax", grad, y, r, []<class T>(T* d, const T* g, const T* yy, int64_t n, int64_t s) {
       log_softmax_backward_row<T>(d, g, yy, n, s);
     });
