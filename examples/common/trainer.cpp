@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <attograd/data/dataset.h>
 #include <attograd/dist/reducer.h>
 
 #include "autograd/backend/blas.h"
@@ -376,6 +377,12 @@ Trainer::Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_g
   if (!opt.checkpoint_dir.empty() && leads()) remove_stale_temporaries(opt.checkpoint_dir);
   if (opt.resume) resume();
   dist::broadcast_parameters(comm_, params_);
+  // Each rank draws its own dropout masks: rank 0 continues the run's stream
+  // (the one checkpoints save), rank r > 0 a stream derived from it and r.
+  if (comm_.rank() > 0) {
+    const Generator::State s = dropout_gen_->state();
+    dropout_gen_->set_state(Generator(mix_seed(s[0] ^ s[2], static_cast<uint64_t>(comm_.rank()))).state());
+  }
   if (comm_.size() > 1)
     say(fmt::format("data-parallel: {} processes ({}) x batch {} = global batch {}", comm_.size(), comm_.name(),
                     train.options().batch_size, loader_.options().batch_size));
