@@ -110,6 +110,18 @@ TEST_F(DistMpi, TwoRanksMatchOneProcessWithTheGlobalBatch) {
   EXPECT_EQ(la.evals[0]["exact_match"], lb.evals[0]["exact_match"]);
 }
 
+// With the fixed reduction order two runs are the same bit for bit.
+TEST_F(DistMpi, TheFixedOrderRepeatsBitForBit) {
+  for (const std::string run : {"a", "b"}) {
+    const auto r = mpirun(2, "copy_task", plus(tiny(4, dir_ / (run + ".jsonl")), {"--allreduce-order", "fixed"}));
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  const Log a = read_log(dir_ / "a.jsonl"), b = read_log(dir_ / "b.jsonl");
+  ASSERT_EQ(a.loss.size(), 20u);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.evals[0]["eval_loss"], b.evals[0]["eval_loss"]);
+}
+
 // Stopped on 2 ranks x batch 4, resumed on 1 process x batch 8 (the same
 // global batch): the same steps as one uninterrupted process.
 TEST_F(DistMpi, ResumesOnAnotherNumberOfProcesses) {

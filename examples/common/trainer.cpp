@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <attograd/data/dataset.h>
-#include <attograd/dist/reducer.h>
 
 #include "autograd/backend/blas.h"
 #include "autograd/engine.h"
@@ -68,6 +67,8 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("max-consecutive-skips", "with --on-nonfinite skip: stop as stop does when more steps than this in a row are "
        "non-finite", cxxopts::value<int64_t>()->default_value(std::to_string(d.max_consecutive_skips)))
       ("detect-anomaly", "name the first op whose output or gradient becomes NaN/Inf")
+      ("allreduce-order", "data-parallel (mpirun): how ranks add gradients: native (MPI_Allreduce) or fixed (rank "
+       "order; bit-identical on every rank and run)", cxxopts::value<std::string>()->default_value("native"))
       ("samples", "sample decodes shown at the end", cxxopts::value<int64_t>()->default_value(std::to_string(d.samples)))
       ("quiet", "no progress line");
 }
@@ -120,6 +121,10 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   t.on_nonfinite = nf == "skip" ? OnNonfinite::skip : OnNonfinite::stop;
   t.max_consecutive_skips = cli::flag_in_range<int64_t>(r, "max-consecutive-skips", 1, int64_t{1} << 40);
   t.detect_anomaly = r.count("detect-anomaly") > 0;
+  const std::string order = r["allreduce-order"].as<std::string>();
+  if (order != "native" && order != "fixed")
+    fail<ValueError>("flags", "--allreduce-order must be native or fixed, got '{}'", order);
+  t.allreduce_order = order == "fixed" ? dist::ReduceOrder::fixed : dist::ReduceOrder::native;
   t.samples = cli::flag_in_range<int64_t>(r, "samples", 0, 1000);
   t.quiet = r.count("quiet") > 0;
   return t;
@@ -369,7 +374,7 @@ Trainer::Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_g
       loader_(global_ ? *global_ : train),
       progress_(opt.quiet ? 0 : opt.log_every),
       params_(model.parameters()),
-      reducer_(comm_, params_),
+      reducer_(comm_, params_, {.order = opt.allreduce_order}),
       optimizer_(find_choice(optimizer_choices(), opt.optimizer, "optimizer").make(params_, opt)),
       schedule_(find_choice(schedule_choices(), opt.schedule, "schedule").make(opt, model.config.d_model)),
       meta_(checkpoint_meta(model, hooks)) {

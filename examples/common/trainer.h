@@ -21,6 +21,8 @@
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 
+#include <attograd/dist/reducer.h>
+
 #include "data/loader.h"
 #include "data/vocab.h"
 #include "examples/common/checkpoint.h"
@@ -62,6 +64,9 @@ struct TrainOptions {
   bool detect_anomaly = false;
   int64_t samples = 5;            // sample decodes shown at the end
   bool quiet = false;             // no progress line (tests)
+  // How data-parallel ranks add their gradients (dist/reducer.h): MPI's own
+  // order, or rank order with bit-identical sums on every rank.
+  dist::ReduceOrder allreduce_order = dist::ReduceOrder::native;
 };
 
 // Flags shared by every training program, each with a default and one line of help.
