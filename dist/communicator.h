@@ -39,11 +39,8 @@ bool launched_by_mpirun();
 
 // This process's world: MPI's when launched by mpirun in a build with MPI
 // (initialized on the first call; finalized at exit), else the world of one.
-// Under mpirun in a build without MPI it is the world of one too, and each
-// process would train alone: world() then throws a ValueError saying so.
+// Launched by mpirun in a build without MPI (CMake option ATTOGRAD_MPI off),
+// where each process would train alone, it throws a ValueError saying so.
 Communicator& world();
-
-// True when this build has the MPI communicator (CMake option ATTOGRAD_MPI).
-bool mpi_available();
 
 }  // namespace attograd::dist

@@ -26,6 +26,9 @@ class MpiCommunicator : public Communicator {
   MpiCommunicator() {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    if (provided < MPI_THREAD_FUNNELED)
+      fail<Error>("mpi", "the MPI library offers no thread support (MPI_THREAD_FUNNELED); attograd's thread pool "
+                  "needs it");
     std::atexit([] {
       int finalized = 0;
       MPI_Finalized(&finalized);
@@ -82,8 +85,6 @@ class MpiCommunicator : public Communicator {
 };
 
 }  // namespace
-
-bool mpi_available() { return true; }
 
 Communicator& world() {
   static Communicator one;

@@ -4,8 +4,6 @@
 
 namespace attograd::dist {
 
-bool mpi_available() { return false; }
-
 Communicator& world() {
   static Communicator one;
   if (launched_by_mpirun())

@@ -120,8 +120,8 @@ struct TrainSummary {
 // Trains `model` on `train` (an endless loader) and evaluates on `heldout`.
 // In a world of N > 1 processes (dist::world()) the loop draws global batches
 // of N * train's batch size from train's dataset and trains on this rank's
-// rows; the model must start from the same weights on every rank up to a
-// broadcast (rank 0's are taken). With opt.resume, restores model, optimizer, schedule, data position and the
+// rows (rank 0's weights are broadcast first). An exception there must end
+// the job (guarded_main's MPI_Abort): the other ranks wait for it. With opt.resume, restores model, optimizer, schedule, data position and the
 // dropout generator from opt.checkpoint_dir first (the checkpoint's optimizer
 // must be opt.optimizer).
 TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
