@@ -1,6 +1,6 @@
 # Install rules (ATTOGRAD_INSTALL, on when attograd is the top-level project):
 #   include/attograd/...                    public headers, attograd.h, version.h
-#   lib/libattograd_{tensor,autograd,nn,optim,data}.a   (.so with BUILD_SHARED_LIBS)
+#   lib/libattograd_{tensor,autograd,nn,optim,data,dist}.a   (.so with BUILD_SHARED_LIBS)
 #   lib/cmake/attograd/                     find_package(attograd 0.1 CONFIG)
 #   lib/pkgconfig/attograd.pc               pkg-config --cflags --libs attograd
 #   bin/attograd-{copy-task,translate,heads-study}, share/attograd/numbers/
@@ -29,7 +29,7 @@ endforeach()
 install(FILES attograd/attograd.h ${ATTOGRAD_BUILD_INCLUDE}/attograd/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd COMPONENT dev)
 
-install(TARGETS attograd_tensor attograd_autograd attograd_nn attograd_optim attograd_data attograd_attograd
+install(TARGETS attograd_tensor attograd_autograd attograd_nn attograd_optim attograd_data attograd_dist attograd_attograd
         EXPORT attogradTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev

@@ -18,6 +18,9 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 # their libraries (the installed targets and attograd.pc require them); they
 # pull in the runtime libraries the programs need (libopenblas0, libfmt9).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, nlohmann-json3-dev")
+if(ATTOGRAD_MPI)  # attograd::dist links MPI (find_dependency(MPI) in attogradConfig.cmake)
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libopenmpi-dev")
+endif()
 # With dpkg-shlibdeps (dpkg-dev) the programs' runtime libraries are added too.
 find_program(ATTOGRAD_DPKG_SHLIBDEPS dpkg-shlibdeps)
 if(ATTOGRAD_DPKG_SHLIBDEPS)

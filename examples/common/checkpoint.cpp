@@ -96,6 +96,7 @@ TrainProgress parse_train_progress(const TensorMap& tensors, const std::string& 
   p.loader.epoch = get_i64(tensors, "loader.epoch", file);
   p.loader.position = get_i64(tensors, "loader.position", file);
   p.schedule_step = get_i64(tensors, "schedule.last_step", file);
+  if (tensors.count("loader.global_batch")) p.global_batch = get_i64(tensors, "loader.global_batch", file);
   auto rng = tensors.find("rng.dropout");
   if (rng == tensors.end() || rng->second.dtype() != DType::i64 || rng->second.numel() != 4)
     fail<IOError>("checkpoint", "{}: missing or malformed 'rng.dropout'", file);
@@ -152,6 +153,7 @@ std::string save_checkpoint(const std::string& dir, const TensorMap& model_state
   train["loader.epoch"] = i64(p.loader.epoch);
   train["loader.position"] = i64(p.loader.position);
   train["schedule.last_step"] = i64(p.schedule_step);
+  if (p.global_batch) train["loader.global_batch"] = i64(*p.global_batch);
   train["train.step"] = i64(p.step);
   train["train.best_eval_loss"] = Tensor::scalar(p.best_eval_loss, DType::f64);
   Metadata train_md{{"format", kFormat}, {"step", std::to_string(p.step)}};

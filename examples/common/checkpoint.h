@@ -46,6 +46,9 @@ struct TrainProgress {
   // The optimizer's name; unset in checkpoints written before programs could
   // choose one (their optimizer state is still checked key by key on load).
   std::optional<std::string> optimizer;
+  // Rows per step over all processes (the loader's batch size, times the
+  // number of processes when data-parallel); unset in older checkpoints.
+  std::optional<int64_t> global_batch;
 };
 
 struct Checkpoint {

@@ -3,12 +3,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <exception>
+#include <thread>
 
 #include <cxxopts.hpp>
 #include <fmt/format.h>
+
+#include <attograd/dist/communicator.h>
 
 #include <attograd/autograd/backend/blas_kernel.h>
 
@@ -101,20 +106,46 @@ std::optional<ModeAndFlags> parse_mode_and_flags(int argc, char** argv, const st
   return ModeAndFlags{mode, std::move(flags), std::move(inputs)};
 }
 
+namespace {
+
+// Prints `line`; in a job of several processes then ends them all (exit code
+// 2), rank 0 at once and the others after a pause (see guarded_main).
+void report_and_abort(dist::Communicator* world, const std::string& line) {
+  const bool parallel = world && world->size() > 1;
+  if (parallel && world->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+  fmt::print(stderr, "{}", line);
+  if (parallel) world->abort(2);
+}
+
+}  // namespace
+
 int guarded_main(const char* program, const std::function<int()>& body) {
   ensure_fast_blas_kernel();  // may re-execute the program once, with OPENBLAS_CORETYPE set
   // Past a file size limit (ulimit -f) a write then fails with EFBIG, which
   // the checkpoint writer reports like a full disk, instead of SIGXFSZ
   // killing the program mid-run.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Under mpirun: the MPI world, stdout from rank 0 only, and an error on any
+  // rank ends the whole job (MPI_Abort) after its one line naming the rank.
+  // When every rank fails alike (a bad flag, a missing file) rank 0 speaks for
+  // the job: the others wait a moment before printing, and rank 0's MPI_Abort
+  // ends them first.
+  dist::Communicator* world = nullptr;
+  std::string rank;
   try {
+    world = &dist::world();
+    if (world->size() > 1) {
+      rank = fmt::format("rank {} of {}: ", world->rank(), world->size());
+      if (world->rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+        fail<IOError>("mpi", "cannot silence stdout on rank {}", world->rank());
+    }
     return body();
   } catch (const cxxopts::exceptions::exception& e) {
-    fmt::print(stderr, "{}: error: {} (see --help)\n", program, e.what());
+    report_and_abort(world, fmt::format("{}: error: {}{} (see --help)\n", program, rank, e.what()));
   } catch (const std::exception& e) {
-    fmt::print(stderr, "{}: error: {}\n", program, e.what());
+    report_and_abort(world, fmt::format("{}: error: {}{}\n", program, rank, e.what()));
   } catch (...) {
-    fmt::print(stderr, "{}: error: unknown failure\n", program);
+    report_and_abort(world, fmt::format("{}: error: {}unknown failure\n", program, rank));
   }
   return 2;
 }

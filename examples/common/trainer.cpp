@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <attograd/data/dataset.h>
+
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/backend/threads.h>
@@ -51,6 +53,8 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("eval-every", "evaluate every N steps (0: only at the end)", cxxopts::value<int64_t>()->default_value(std::to_string(d.eval_every)))
       ("eval-size", "held-out examples", cxxopts::value<int64_t>()->default_value(std::to_string(d.eval_size)))
       ("log", "write JSON-lines metrics to this file", cxxopts::value<std::string>()->default_value(d.log_path))
+      ("log-every", "a plain progress line and a JSON log record every N steps",
+       cxxopts::value<int64_t>()->default_value(std::to_string(d.log_every)))
       ("checkpoint-dir", "write checkpoints here (atomically; if a write fails, e.g. the disk is full, training stops "
        "with exit code 2 and the previous checkpoint stays intact)", cxxopts::value<std::string>()->default_value(d.checkpoint_dir))
       ("checkpoint-every", "checkpoint every N steps (0: at every eval)", cxxopts::value<int64_t>()->default_value(std::to_string(d.checkpoint_every)))
@@ -70,6 +74,8 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("graph-collapse", "with --graph-out: draw identical layers once, with a count")
       ("trace-backward", "log the first step's backward node by node: a table on stdout, or JSON lines with "
        "--trace-backward=FILE", cxxopts::value<std::string>()->implicit_value("-")->default_value(""))
+      ("allreduce-order", "data-parallel (mpirun): how ranks add gradients: native (MPI_Allreduce) or fixed (rank "
+       "order; bit-identical on every rank and run)", cxxopts::value<std::string>()->default_value("native"))
       ("samples", "sample decodes shown at the end", cxxopts::value<int64_t>()->default_value(std::to_string(d.samples)))
       ("quiet", "no progress line");
 }
@@ -117,6 +123,7 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   t.eval_every = cli::flag_in_range<int64_t>(r, "eval-every", 0, int64_t{1} << 40);
   t.eval_size = cli::flag_in_range<int64_t>(r, "eval-size", 1, 10'000'000);
   t.log_path = r["log"].as<std::string>();
+  t.log_every = cli::flag_in_range<int64_t>(r, "log-every", 1, int64_t{1} << 40);
   t.checkpoint_dir = r["checkpoint-dir"].as<std::string>();
   t.checkpoint_every = cli::flag_in_range<int64_t>(r, "checkpoint-every", 0, int64_t{1} << 40);
   t.keep_last = cli::flag_in_range<int64_t>(r, "keep-last", 1, 1000);
@@ -135,6 +142,10 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   t.detect_anomaly = r.count("detect-anomaly") > 0;
   t.views = {r["graph-out"].as<std::string>(), r.count("graph-collapse") > 0, r["trace-backward"].as<std::string>()};
   if (t.views.graph_collapse && t.views.graph_out.empty()) fail<ValueError>("flags", "--graph-collapse needs --graph-out");
+  const std::string order = r["allreduce-order"].as<std::string>();
+  if (order != "native" && order != "fixed")
+    fail<ValueError>("flags", "--allreduce-order must be native or fixed, got '{}'", order);
+  t.allreduce_order = order == "fixed" ? dist::ReduceOrder::fixed : dist::ReduceOrder::native;
   t.samples = cli::flag_in_range<int64_t>(r, "samples", 0, 1000);
   t.quiet = r.count("quiet") > 0;
   return t;
@@ -196,6 +207,7 @@ EvalResult evaluate(Seq2SeqTransformer& model, const Dataset& data, const EvalOp
       }
     }
   }
+  r.tokens = tokens;
   r.loss = tokens ? loss_sum / static_cast<double>(tokens) : 0.0;
   r.token_accuracy = tokens ? static_cast<double>(correct_tokens) / static_cast<double>(tokens) : 0.0;
   r.exact_match = r.examples ? static_cast<double>(exact) / static_cast<double>(r.examples) : 0.0;
@@ -242,6 +254,66 @@ nlohmann::json eval_record(int64_t step, const EvalResult& e) {
   return j;
 }
 
+// Examples [first, first + size) of another dataset: this rank's part of the held-out set.
+class SliceDataset : public Dataset {
+ public:
+  SliceDataset(const Dataset& data, int64_t first, int64_t size) : data_(data), first_(first), size_(size) {}
+  int64_t size() const override { return size_; }
+  Example get(int64_t i) const override {
+    if (i < 0 || i >= size_) fail<IndexError>("SliceDataset", "index {} out of range [0, {})", i, size_);
+    return data_.get(first_ + i);
+  }
+
+ private:
+  const Dataset& data_;
+  int64_t first_, size_;
+};
+
+// Rank `rank` of `size` takes items [n * rank / size, n * (rank + 1) / size):
+// contiguous, in rank order, sizes differing by at most one.
+std::pair<int64_t, int64_t> share_of(int64_t n, int rank, int size) {
+  return {n * rank / size, n * (rank + 1) / size};
+}
+
+// Rows [first, last) of a batch, padded as the whole batch was.
+Batch rows_of(const Batch& b, int64_t first, int64_t last, int64_t pad_id) {
+  Batch s;
+  const int64_t n = last - first;
+  s.src = b.src.narrow(0, first, n);
+  s.tgt_in = b.tgt_in.narrow(0, first, n);
+  s.tgt_out = b.tgt_out.narrow(0, first, n);
+  s.src_key_padding_mask = b.src_key_padding_mask.narrow(0, first, n);
+  s.tgt_key_padding_mask = b.tgt_key_padding_mask.narrow(0, first, n);
+  s.causal_mask = b.causal_mask;
+  s.indices.assign(b.indices.begin() + first, b.indices.begin() + last);
+  for (int64_t id : s.tgt_out.to_vector<int64_t>()) s.num_tokens += id != pad_id;
+  return s;
+}
+
+// Every rank's evaluation of its share merged, in rank order, on every rank:
+// the sums behind the means are added, the decoded sequences concatenated.
+EvalResult merge_across_ranks(dist::Communicator& comm, const EvalResult& mine) {
+  const double tokens = static_cast<double>(mine.tokens), examples = static_cast<double>(mine.examples);
+  std::vector<double> sums{mine.loss * tokens, std::round(mine.token_accuracy * tokens),
+                           std::round(mine.exact_match * examples), tokens, examples};
+  comm.allreduce_sum(std::span<double>(sums));
+  EvalResult all;
+  all.tokens = static_cast<int64_t>(sums[3]);
+  all.examples = static_cast<int64_t>(sums[4]);
+  all.loss = sums[3] > 0 ? sums[0] / sums[3] : 0.0;
+  all.token_accuracy = sums[3] > 0 ? sums[1] / sums[3] : 0.0;
+  all.exact_match = sums[4] > 0 ? sums[2] / sums[4] : 0.0;
+  const nlohmann::json seqs = {mine.sources, mine.outputs, mine.references};
+  for (const std::string& bytes : comm.allgather_bytes(seqs.dump())) {
+    const nlohmann::json theirs = nlohmann::json::parse(bytes);
+    for (auto [field, part] : {std::pair{&all.sources, 0}, {&all.outputs, 1}, {&all.references, 2}}) {
+      auto more = theirs[part].get<std::vector<std::vector<int64_t>>>();
+      field->insert(field->end(), more.begin(), more.end());
+    }
+  }
+  return all;
+}
+
 CheckpointMeta checkpoint_meta(const Seq2SeqTransformer& model, const TaskHooks& hooks) {
   CheckpointMeta meta;
   meta.config = model.config.to_json();
@@ -253,6 +325,8 @@ CheckpointMeta checkpoint_meta(const Seq2SeqTransformer& model, const TaskHooks&
 
 // One run of train_seq2seq: run() loops step() over the steps, evaluating and
 // checkpointing on the flags' cadence; resume() restores a saved run first.
+// In a world of N ranks, loader_ yields global batches and step() trains on
+// this rank's rows of each; rank 0 alone prints, logs and checkpoints.
 class Trainer {
  public:
   Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train, const Dataset& heldout,
@@ -262,15 +336,16 @@ class Trainer {
  private:
   void resume();
   bool step(int64_t step);
-  double forward_backward(const Batch& b);
-  void skip_or_stop(int64_t step, double loss, double grad_norm);
+  double forward_backward(const Batch& b, int64_t global_tokens);
+  void skip_or_stop(int64_t step, double loss, double grad_norm, bool on_every_rank);
   void report(int64_t step, double loss, double lr, double grad_norm, int64_t tokens);
   void evaluate_or_checkpoint(int64_t step);
   EvalResult evaluate(int64_t step);
   void checkpoint(int64_t step);
   TrainSummary finish();
+  bool leads() const { return comm_.rank() == 0; }
   void say(const std::string& line) {
-    if (!opt_.quiet) progress_.print(line);
+    if (!opt_.quiet && leads()) progress_.print(line);
   }
 
   Seq2SeqTransformer& model_;
@@ -279,8 +354,12 @@ class Trainer {
   const Dataset& heldout_;
   const TrainOptions& opt_;
   const TaskHooks& hooks_;
+  dist::Communicator& comm_;
+  std::optional<DataLoader> global_;  // with N > 1 ranks: N * train_'s batch size, over its dataset
+  DataLoader& loader_;                // the global batches: *global_, or train_ itself on one rank
   cli::Progress progress_;
   const std::vector<Tensor> params_;
+  dist::GradientReducer reducer_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
   const CheckpointMeta meta_;
@@ -296,6 +375,12 @@ class Trainer {
   std::optional<int64_t> last_checkpoint_step_;
 };
 
+LoaderOptions global_batches(const LoaderOptions& per_rank, int ranks) {
+  LoaderOptions o = per_rank;
+  o.batch_size *= ranks;
+  return o;
+}
+
 Trainer::Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
                  const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks)
     : model_(model),
@@ -304,15 +389,31 @@ Trainer::Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_g
       heldout_(heldout),
       opt_(opt),
       hooks_(hooks),
+      comm_(dist::world()),
+      global_(comm_.size() > 1 ? std::make_optional<DataLoader>(train.dataset(),
+                                                                 global_batches(train.options(), comm_.size()))
+                               : std::nullopt),
+      loader_(global_ ? *global_ : train),
       progress_(opt.quiet ? 0 : opt.log_every),
       params_(model.parameters()),
+      reducer_(comm_, params_, {.order = opt.allreduce_order}),
       optimizer_(find_choice(optimizer_choices(), opt.optimizer, "optimizer").make(params_, opt)),
       schedule_(find_choice(schedule_choices(), opt.schedule, "schedule").make(opt, model.config.d_model)),
       meta_(checkpoint_meta(model, hooks)) {
   state_.optimizer = opt.optimizer;
-  if (!opt.checkpoint_dir.empty()) remove_stale_temporaries(opt.checkpoint_dir);
+  if (!opt.checkpoint_dir.empty() && leads()) remove_stale_temporaries(opt.checkpoint_dir);
   if (opt.resume) resume();
-  log_.open(opt.log_path, opt.resume);
+  dist::broadcast_parameters(comm_, params_);
+  // Each rank draws its own dropout masks: rank 0 continues the run's stream
+  // (the one checkpoints save), rank r > 0 a stream derived from it and r.
+  if (comm_.rank() > 0) {
+    const Generator::State s = dropout_gen_->state();
+    dropout_gen_->set_state(Generator(mix_seed(s[0] ^ s[2], static_cast<uint64_t>(comm_.rank()))).state());
+  }
+  if (comm_.size() > 1)
+    say(fmt::format("data-parallel: {} processes ({}) x batch {} = global batch {}", comm_.size(), comm_.name(),
+                    train.options().batch_size, loader_.options().batch_size));
+  if (leads()) log_.open(opt.log_path, opt.resume);
   first_ = state_.step + 1;
   views_pending_ = opt.views.any();
   last_ = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
@@ -320,6 +421,9 @@ Trainer::Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_g
 
 // Restores model, optimizer, schedule, data position and dropout generator
 // from the newest checkpoint, after checking it was made by the same flags.
+// A checkpoint made with another global batch (another number of processes
+// or --batch-size) continues at the first batch holding an example not yet
+// trained on, so no example is skipped and fewer than a batch are seen twice.
 void Trainer::resume() {
   Checkpoint c = load_checkpoint(opt_.checkpoint_dir, /*need_train_state=*/true);
   // Compared as parsed configs, so a checkpoint written before a field existed
@@ -338,8 +442,16 @@ void Trainer::resume() {
   optimizer_->load_state_dict(c.optimizer);
   state_ = c.progress;
   state_.optimizer = opt_.optimizer;
+  const int64_t batch = loader_.options().batch_size;
+  if (state_.global_batch && *state_.global_batch != batch) {
+    const int64_t seen = std::min(state_.loader.position * *state_.global_batch, loader_.dataset().size());
+    state_.loader.position = seen == loader_.dataset().size() ? loader_.batches_per_epoch() : seen / batch;
+    say(fmt::format("the checkpoint's global batch was {}, now {}: continuing at batch {} of epoch {}",
+                    *state_.global_batch, batch, state_.loader.position, state_.loader.epoch));
+  }
+  state_.global_batch = batch;
   schedule_->set_last_step(state_.schedule_step);
-  train_.set_state(state_.loader);
+  loader_.set_state(state_.loader);
   dropout_gen_->set_state(state_.rng);
   say(fmt::format("resumed from {} at step {}", c.model_path, state_.step));
 }
@@ -349,20 +461,29 @@ TrainSummary Trainer::run() {
   t0_ = Clock::now();
   for (int64_t s = first_; s <= last_; ++s)
     if (step(s)) evaluate_or_checkpoint(s);
-  progress_.finish();
+  if (leads()) progress_.finish();
   return finish();
 }
 
-// One training step on the next batch: forward, backward, clipping, the
-// schedule's lr and the update. False when the step was skipped.
+// One training step on the next global batch: forward and backward on this
+// rank's rows, the gradients summed across ranks, clipping, the schedule's lr
+// and the update. False when the step was skipped.
 bool Trainer::step(int64_t step) {
   const auto start = Clock::now();
-  const Batch b = train_.next();
-  const double loss = forward_backward(b);
+  const Batch global = loader_.next();
+  const auto [first, last] = share_of(global.size(), comm_.rank(), comm_.size());
+  const Batch mine = comm_.size() > 1 ? rows_of(global, first, last, train_.options().pad_id) : global;
+  double loss = forward_backward(mine, global.num_tokens);
+  // This rank's own loss is not finite: in stop mode it alone reports and
+  // ends the job (the others wait in the allreduce below until MPI_Abort).
+  if (!std::isfinite(loss) && comm_.size() > 1 && opt_.on_nonfinite == OnNonfinite::stop)
+    skip_or_stop(step, loss, NAN, /*on_every_rank=*/false);
+  comm_.allreduce_sum(std::span<double>(&loss, 1));
+  if (std::isfinite(loss)) reducer_.allreduce(dist::ReduceOp::sum);
   const double grad_norm =
       std::isfinite(loss) ? optim::clip_grad_norm(params_, opt_.clip > 0 ? opt_.clip : INFINITY) : NAN;
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-    skip_or_stop(step, loss, grad_norm);
+    skip_or_stop(step, loss, grad_norm, /*on_every_rank=*/true);
     return false;
   }
   skipped_in_a_row_ = 0;
@@ -371,19 +492,25 @@ bool Trainer::step(int64_t step) {
   optimizer_->zero_grad();
   summary_.step_seconds += seconds_since(start);
   summary_.losses.push_back(loss);
-  report(step, loss, lr, grad_norm, b.num_tokens);
+  report(step, loss, lr, grad_norm, global.num_tokens);
   return true;
 }
 
-// The mean cross-entropy of the batch; its gradients are in the parameters when it is finite.
-double Trainer::forward_backward(const Batch& b) {
+// This rank's part of the global batch's mean cross-entropy (its token sum
+// over the global batch's tokens; the whole mean on one rank); its gradients
+// are in the parameters when it is finite.
+double Trainer::forward_backward(const Batch& b, int64_t global_tokens) {
+  if (b.size() == 0) return 0.0;  // a last, short batch of an epoch can leave a rank without rows
   std::optional<AnomalyGuard> anomaly;
   if (opt_.detect_anomaly) anomaly.emplace();
   Tensor logits = model_.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
   CrossEntropyOptions ce;
   ce.ignore_index = train_.options().pad_id;
   ce.label_smoothing = opt_.label_smoothing;
+  const bool whole = b.num_tokens == global_tokens;
+  if (!whole) ce.reduction = Reduction::sum;
   Tensor loss = cross_entropy(logits.reshape({-1, model_.config.tgt_vocab}), b.tgt_out.reshape({-1}), ce);
+  if (!whole) loss = loss * (1.0 / static_cast<double>(global_tokens));
   const double value = loss.item();
   if (!std::isfinite(value)) return value;
   std::optional<BackwardTrace> trace;
@@ -399,7 +526,9 @@ double Trainer::forward_backward(const Batch& b) {
 
 // A non-finite loss or gradient: the step is dropped and, as --on-nonfinite
 // says, skipped (up to --max-consecutive-skips in a row) or the run stops.
-void Trainer::skip_or_stop(int64_t step, double loss, double grad_norm) {
+// When every rank saw it (on_every_rank), rank 0 reports and the others wait
+// for its MPI_Abort, so the job ends with one line.
+void Trainer::skip_or_stop(int64_t step, double loss, double grad_norm, bool on_every_rank) {
   const std::string what = fmt::format("non-finite {} at step {} (loss {}, grad norm {})",
                                        std::isfinite(loss) ? "gradient norm" : "loss", step, loss, grad_norm);
   optimizer_->zero_grad();
@@ -411,7 +540,8 @@ void Trainer::skip_or_stop(int64_t step, double loss, double grad_norm) {
     summary_.losses.push_back(loss);
     return;
   }
-  progress_.finish();
+  if (on_every_rank && !leads()) comm_.barrier();  // rank 0 never joins: it aborts the job
+  if (leads()) progress_.finish();
   const auto steps = list_checkpoints(opt_.checkpoint_dir);
   const std::string kept = steps.empty() ? std::string(" (no checkpoint was written)")
                                          : fmt::format(", the last good checkpoint is step {} in {}", steps.back(),
@@ -432,13 +562,22 @@ void Trainer::report(int64_t step, double loss, double lr, double grad_norm, int
   const double per_step = elapsed / static_cast<double>(step - first_ + 1);
   const double tokens_per_s = tokens_done_ / std::max(elapsed, 1e-9);
   const double mean_loss = window_loss_ / static_cast<double>(window_);
-  if (!opt_.quiet)
-    progress_.update(step, fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}  {} tok/s  ETA {}", step, opt_.steps,
-                                       mean_loss, lr, cli::format_count(tokens_per_s),
+  const std::string batch = comm_.size() > 1 ? fmt::format("  batch {} ({} ranks)", loader_.options().batch_size,
+                                                           comm_.size())
+                                             : std::string();
+  if (!opt_.quiet && leads())
+    progress_.update(step, fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}{}  {} tok/s  ETA {}", step, opt_.steps,
+                                       mean_loss, lr, batch, cli::format_count(tokens_per_s),
                                        cli::format_duration(per_step * static_cast<double>(opt_.steps - step))));
   if (step % opt_.log_every == 0 || step == opt_.steps) {
-    log_.write({{"step", step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}});
+    nlohmann::json record = {{"step", step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                             {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}};
+    if (comm_.size() > 1) {
+      record["global_batch"] = loader_.options().batch_size;
+      record["allreduce_s"] = reducer_.seconds();
+      record["step_s"] = summary_.step_seconds;
+    }
+    log_.write(record);
     window_loss_ = 0;
     window_ = 0;
   }
@@ -449,18 +588,24 @@ void Trainer::evaluate_or_checkpoint(int64_t step) {
   else if (opt_.checkpoint_every > 0 && step % opt_.checkpoint_every == 0) checkpoint(step);
 }
 
-// A held-out evaluation, shown and logged, then a checkpoint (marked best when its loss is the lowest so far).
+// A held-out evaluation, shown and logged, then a checkpoint (marked best when
+// its loss is the lowest so far). Each rank evaluates its share of the
+// held-out examples; every rank then has the merged result.
 EvalResult Trainer::evaluate(int64_t step) {
+  const int64_t n = std::min(opt_.eval_size, heldout_.size());
+  const auto [first, last] = share_of(n, comm_.rank(), comm_.size());
+  const SliceDataset mine(heldout_, first, last - first);
   EvalOptions eo;
-  eo.max_examples = opt_.eval_size;
-  EvalResult e = attograd::evaluate(model_, heldout_, eo, train_.options().pad_id);
+  eo.max_examples = last - first;
+  EvalResult e = mine.size() > 0 ? attograd::evaluate(model_, mine, eo, train_.options().pad_id) : EvalResult{};
+  if (comm_.size() > 1) e = merge_across_ranks(comm_, e);
   if (hooks_.add_metrics) hooks_.add_metrics(e);
   say(eval_line(step, e));
   log_.write(eval_record(step, e));
   const bool best = e.loss < state_.best_eval_loss;
   if (best) state_.best_eval_loss = e.loss;
   checkpoint(step);
-  if (best && !opt_.checkpoint_dir.empty()) mark_best(opt_.checkpoint_dir, step);
+  if (best && !opt_.checkpoint_dir.empty() && leads()) mark_best(opt_.checkpoint_dir, step);
   evaluated_ = true;
   return e;
 }
@@ -468,10 +613,12 @@ EvalResult Trainer::evaluate(int64_t step) {
 void Trainer::checkpoint(int64_t step) {
   if (opt_.checkpoint_dir.empty()) return;
   state_.step = step;
-  state_.loader = train_.state();
+  state_.loader = loader_.state();
+  state_.global_batch = loader_.options().batch_size;
   state_.rng = dropout_gen_->state();
   state_.schedule_step = schedule_->last_step();
-  save_checkpoint(opt_.checkpoint_dir, model_.state_dict(), optimizer_->state_dict(), meta_, state_, opt_.keep_last);
+  if (leads())
+    save_checkpoint(opt_.checkpoint_dir, model_.state_dict(), optimizer_->state_dict(), meta_, state_, opt_.keep_last);
   last_checkpoint_step_ = step;
 }
 
@@ -488,6 +635,9 @@ TrainSummary Trainer::finish() {
     summary_.last_eval = evaluate(opt_.steps);
   }
   if (skipped_) say(fmt::format("{} step(s) skipped for non-finite values", skipped_));
+  if (comm_.size() > 1)
+    say(fmt::format("allreduce: {:.2f} s of {:.2f} s in training steps ({} buckets per step)", reducer_.seconds(),
+                    summary_.step_seconds, reducer_.num_buckets()));
   return summary_;
 }
 

@@ -4,6 +4,12 @@
 // held-out evaluation with greedy decoding through the KV cache, JSON-lines
 // logs, atomic safetensors checkpoints and exact resume.
 //
+// Started under mpirun it trains data-parallel (docs/distributed.md): each
+// rank takes a disjoint shard of every global batch (--batch-size rows per
+// rank), the gradients are summed across ranks in buckets (dist/reducer.h),
+// evaluation is split across ranks and merged, and only rank 0 prints, logs
+// and writes checkpoints.
+//
 // Shape legend: B batch, S source length, T target length, V target vocab.
 #pragma once
 #include <functional>
@@ -14,6 +20,8 @@
 
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
+
+#include <attograd/dist/reducer.h>
 
 #include <attograd/data/loader.h>
 #include <attograd/data/vocab.h>
@@ -58,6 +66,9 @@ struct TrainOptions {
   BackpropViews views;            // --graph-out, --trace-backward: of the run's first step, then training goes on
   int64_t samples = 5;            // sample decodes shown at the end
   bool quiet = false;             // no progress line (tests)
+  // How data-parallel ranks add their gradients (dist/reducer.h): MPI's own
+  // order, or rank order with bit-identical sums on every rank.
+  dist::ReduceOrder allreduce_order = dist::ReduceOrder::native;
 };
 
 // Flags shared by every training program, each with a default and one line of help.
@@ -72,6 +83,7 @@ struct EvalResult {
   double token_accuracy = 0;  // argmax == target over non-pad target tokens
   double exact_match = 0;     // greedy output == target, whole sequence
   int64_t examples = 0;
+  int64_t tokens = 0;         // non-pad target tokens the loss and token accuracy are over
   std::vector<std::vector<int64_t>> sources, outputs, references;
   std::vector<std::pair<std::string, double>> extra;  // e.g. {"bleu", 41.2}
 };
@@ -108,7 +120,10 @@ struct TrainSummary {
 };
 
 // Trains `model` on `train` (an endless loader) and evaluates on `heldout`.
-// With opt.resume, restores model, optimizer, schedule, data position and the
+// In a world of N > 1 processes (dist::world()) the loop draws global batches
+// of N * train's batch size from train's dataset and trains on this rank's
+// rows (rank 0's weights are broadcast first). An exception there must end
+// the job (guarded_main's MPI_Abort): the other ranks wait for it. With opt.resume, restores model, optimizer, schedule, data position and the
 // dropout generator from opt.checkpoint_dir first (the checkpoint's optimizer
 // must be opt.optimizer).
 TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
