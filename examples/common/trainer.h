@@ -75,6 +75,8 @@ struct TrainOptions {
 void add_model_flags(cxxopts::Options& o, const TransformerConfig& defaults);
 void add_train_flags(cxxopts::Options& o, const TrainOptions& defaults);
 TransformerConfig model_config_from(const cxxopts::ParseResult& r, TransformerConfig base);
+// "4 heads", or "4 heads, 2 K/V heads in the decoder" with grouped-query attention (for the programs' banners).
+std::string heads_summary(const TransformerConfig& c);
 TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions base);
 
 // Held-out results. Outputs and references are token id sequences without BOS/EOS.
