@@ -17,7 +17,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 # The -dev packages: a consumer compiles against their headers and links
 # their libraries (the installed targets and attograd.pc require them); they
 # pull in the runtime libraries the programs need (libopenblas0, libfmt9).
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, nlohmann-json3-dev")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, nlohmann-json3-dev, libsentencepiece-dev")
 # With dpkg-shlibdeps (dpkg-dev) the programs' runtime libraries are added too.
 find_program(ATTOGRAD_DPKG_SHLIBDEPS dpkg-shlibdeps)
 if(ATTOGRAD_DPKG_SHLIBDEPS)
