@@ -75,7 +75,7 @@ install(FILES ${PROJECT_BINARY_DIR}/attograd.pc DESTINATION ${CMAKE_INSTALL_LIBD
 # the corpus they default to (share/attograd/numbers, found from the
 # program's own path). The .deb is made from a static build; with
 # BUILD_SHARED_LIBS the programs' RUNPATH is $ORIGIN/../lib.
-foreach(program copy_task translate heads_study)
+foreach(program copy_task translate heads_study lm)
   if(TARGET ${program})
     string(REPLACE "_" "-" installed ${program})
     install(PROGRAMS $<TARGET_FILE:${program}> DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME attograd-${installed}
