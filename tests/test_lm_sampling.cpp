@@ -75,4 +75,5 @@ TEST(Generate, SeededAndGoesPastTheContext) {
   }
   EXPECT_EQ(std::vector<int64_t>(greedy.begin(), greedy.end()), std::vector<int64_t>(seq.begin() + 1, seq.end()));
   expect_error<ValueError>([&] { generate(m, std::vector<int32_t>(8, 1), {}, a); }, {"at most 7"});
+  expect_error<ValueError>([&] { generate(m, {}, {}, a); }, {"the prompt is empty"});
 }

@@ -81,7 +81,7 @@ cxxopts::Options make_options(const std::string& mode) {
        cxxopts::value<std::string>()->default_value("gpt2"));
   o.add_options("sample")
       ("checkpoint", "checkpoint directory (sample, eval)", cxxopts::value<std::string>()->default_value(""))
-      ("prompt", "text to continue", cxxopts::value<std::string>()->default_value("\n"))
+      ("prompt", "text to continue (default: a line break)", cxxopts::value<std::string>()->default_value(""))
       ("temperature", "softmax temperature (0: the most likely token)", cxxopts::value<double>()->default_value("0.8"))
       ("top-k", "sample among the k most likely tokens (0: all)", cxxopts::value<int64_t>()->default_value("0"))
       ("top-p", "sample among the most likely tokens holding this probability (1: all)",
@@ -257,7 +257,8 @@ int sample(const cxxopts::ParseResult& r) {
   so.top_p = cli::flag_in_range<double>(r, "top-p", 1e-9, 1.0);
   so.max_new = cli::flag_in_range<int64_t>(r, "max-len", 0, int64_t{1} << 31);
   Loaded l = load_model(r["checkpoint"].as<std::string>());
-  const std::vector<int32_t> prompt = l.tokenizer->encode(r["prompt"].as<std::string>());
+  const std::string text = r["prompt"].as<std::string>();
+  const std::vector<int32_t> prompt = l.tokenizer->encode(text.empty() ? "\n" : text);
   print_sample(*l.model, *l.tokenizer, prompt, so, r["seed"].as<uint64_t>());
   return 0;
 }
