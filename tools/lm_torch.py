@@ -93,7 +93,7 @@ def main():
             g["lr"] = lr_at(step, a)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        record = {"step": step, "loss": loss.item()}
+        record = {"step": step, "loss": loss.item(), "lr": lr_at(step, a)}
         if step % a.eval_every == 0 or step == a.steps:
             model.eval()
             with torch.no_grad():
