@@ -118,8 +118,8 @@ void GPT::init_gpt2(Generator& gen) {
 }
 
 Tensor GPT::forward(const Tensor& ids, KVCache* cache) {
-  if (ids.dim() != 2 || ids.dtype() != DType::i64)
-    fail<ShapeError>("GPT", "expected ids i64 [B, T], got {} {}", dtype_name(ids.dtype()), shape_str(ids.shape()));
+  if (ids.dim() != 2) fail<ShapeError>("GPT", "expected ids [B, T], got {}", shape_str(ids.shape()));
+  if (ids.dtype() != DType::i64) fail<DTypeError>("GPT", "expected i64 ids, got {}", dtype_name(ids.dtype()));
   if (cache && cache->self_attn.size() != blocks->size())
     fail<ValueError>("GPT", "cache has {} layers, the model {}; hint: use model.make_cache()", cache->self_attn.size(),
                      blocks->size());

@@ -99,3 +99,11 @@ TEST(GPT, ConfigJsonRoundTripAndValidation) {
   j["positions"] = "rotary";
   expect_error<ValueError>([&] { GPTConfig::from_json(j); }, {"unknown positions 'rotary'"});
 }
+
+TEST(GPT, BadIdsAreErrors) {
+  Generator gen(8);
+  GPT m(tiny(PositionalEncoding::Kind::learned, true, GPTInit::pytorch), gen);
+  expect_error<ShapeError>([&] { m.forward(ids({1, 2, 3}, {3})); }, {"expected ids [B, T], got [3]"});
+  expect_error<DTypeError>([&] { m.forward(f64({1, 2}, {1, 2})); }, {"expected i64 ids"});
+  expect_error<ShapeError>([&] { m.forward(ids(std::vector<int64_t>(7, 1), {1, 7})); }, {"exceed the context of 6"});
+}

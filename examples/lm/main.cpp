@@ -152,23 +152,24 @@ class Streamer {
   void operator()(int32_t id) {
     ids_.push_back(id);
     const std::string text = tok_.decode(ids_);
-    if (text.size() > printed_ && text.compare(0, printed_, text, 0, printed_) == 0) {
-      std::fwrite(text.data() + printed_, 1, text.size() - printed_, stdout);
+    if (text.size() > printed_.size() && text.starts_with(printed_)) {
+      std::fwrite(text.data() + printed_.size(), 1, text.size() - printed_.size(), stdout);
       std::fflush(stdout);
-      printed_ = text.size();
+      printed_ = text;
     }
   }
 
  private:
   const LMTokenizer& tok_;
   std::vector<int32_t> ids_;
-  size_t printed_ = 0;
+  std::string printed_;
 };
 
 void print_sample(GPT& model, const LMTokenizer& tok, const std::vector<int32_t>& prompt, const SampleOptions& so,
                   uint64_t seed) {
   Generator gen(seed);
-  std::fwrite(tok.decode(prompt).data(), 1, tok.decode(prompt).size(), stdout);
+  const std::string shown = tok.decode(prompt);
+  std::fwrite(shown.data(), 1, shown.size(), stdout);
   Streamer stream(tok);
   generate(model, prompt, so, gen, std::ref(stream));
   std::fputs("\n", stdout);
