@@ -5,32 +5,32 @@
 // on its own.
 #pragma once
 
-#include "attograd/version.h"
+#include <attograd/version.h>
 
-#include "attograd/autograd/ops.h"
-#include "attograd/autograd/io/safetensors.h"
+#include <attograd/autograd/ops.h>
+#include <attograd/autograd/io/safetensors.h>
 
-#include "attograd/nn/attention.h"
-#include "attograd/nn/embedding.h"
-#include "attograd/nn/generate.h"
-#include "attograd/nn/gpt.h"
-#include "attograd/nn/init.h"
-#include "attograd/nn/layers.h"
-#include "attograd/nn/linear.h"
-#include "attograd/nn/module.h"
-#include "attograd/nn/transformer.h"
+#include <attograd/nn/attention.h>
+#include <attograd/nn/embedding.h>
+#include <attograd/nn/generate.h>
+#include <attograd/nn/gpt.h>
+#include <attograd/nn/init.h>
+#include <attograd/nn/layers.h>
+#include <attograd/nn/linear.h>
+#include <attograd/nn/module.h>
+#include <attograd/nn/transformer.h>
 
-#include "attograd/optim/optim.h"
+#include <attograd/optim/optim.h>
 
-#include "attograd/data/bleu.h"
-#include "attograd/data/copy_task.h"
-#include "attograd/data/dataset.h"
-#include "attograd/data/loader.h"
-#include "attograd/data/lm_tokenizer.h"
-#include "attograd/data/number_words.h"
-#include "attograd/data/parallel.h"
-#include "attograd/data/sentencepiece.h"
-#include "attograd/data/token_windows.h"
-#include "attograd/data/tokenizer.h"
-#include "attograd/data/tsv.h"
-#include "attograd/data/vocab.h"
+#include <attograd/data/bleu.h>
+#include <attograd/data/copy_task.h>
+#include <attograd/data/dataset.h>
+#include <attograd/data/loader.h>
+#include <attograd/data/lm_tokenizer.h>
+#include <attograd/data/number_words.h>
+#include <attograd/data/parallel.h>
+#include <attograd/data/sentencepiece.h>
+#include <attograd/data/token_windows.h>
+#include <attograd/data/tokenizer.h>
+#include <attograd/data/tsv.h>
+#include <attograd/data/vocab.h>

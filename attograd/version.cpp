@@ -1,4 +1,4 @@
-#include "attograd/version.h"
+#include <attograd/version.h>
 
 namespace attograd {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "autograd/error.h"
+#include <attograd/autograd/error.h>
 
 namespace attograd {
 

@@ -1,12 +1,12 @@
 // The reverse-mode engine: record() builds the graph during the forward pass;
 // run_backward() walks it once in reverse topological order. Also the members
 // of Tensor that need the Node (requires_grad_, set_data_, grad_fn_name, backward).
-#include "autograd/engine.h"
+#include <attograd/autograd/engine.h>
 
 #include <cmath>
 #include <unordered_map>
 
-#include "autograd/tensor_impl.h"
+#include <attograd/autograd/tensor_impl.h>
 
 namespace attograd {
 

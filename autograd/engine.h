@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

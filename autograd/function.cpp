@@ -1,4 +1,4 @@
-#include "autograd/function.h"
+#include <attograd/autograd/function.h>
 
 namespace attograd {
 

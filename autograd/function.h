@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/engine.h"
+#include <attograd/autograd/engine.h>
 
 namespace attograd {
 

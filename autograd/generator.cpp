@@ -1,4 +1,4 @@
-#include "autograd/generator.h"
+#include <attograd/autograd/generator.h>
 
 #include <cmath>
 #include <numbers>

@@ -2,14 +2,14 @@
 // per output element), the numeric one (column by column, central
 // differences, one input at a time) and their comparison (the worst element
 // of each input).
-#include "autograd/gradcheck.h"
+#include <attograd/autograd/gradcheck.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "autograd/engine.h"
-#include "autograd/tensor_impl.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/tensor_impl.h>
 
 namespace attograd {
 

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

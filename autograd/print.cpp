@@ -1,5 +1,5 @@
 // The Tensor printer (see print.h).
-#include "autograd/print.h"
+#include <attograd/autograd/print.h>
 
 namespace {
 using attograd::Tensor;

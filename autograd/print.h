@@ -4,7 +4,7 @@
 #pragma once
 #include <fmt/format.h>
 
-#include "autograd/engine.h"
+#include <attograd/autograd/engine.h>
 
 template <>
 struct fmt::formatter<attograd::Tensor> : fmt::formatter<std::string_view> {

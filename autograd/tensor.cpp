@@ -1,11 +1,11 @@
-#include "autograd/tensor.h"
-#include "autograd/tensor_impl.h"
+#include <attograd/autograd/tensor.h>
+#include <attograd/autograd/tensor_impl.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "autograd/kernels/add.h"
+#include <attograd/autograd/kernels/add.h>
 
 namespace attograd {
 

@@ -29,10 +29,10 @@
 
 #include <fmt/format.h>
 
-#include "autograd/backend/allocator.h"
-#include "autograd/dtype.h"
-#include "autograd/generator.h"
-#include "autograd/kernels/walk.h"
+#include <attograd/autograd/backend/allocator.h>
+#include <attograd/autograd/dtype.h>
+#include <attograd/autograd/generator.h>
+#include <attograd/autograd/kernels/walk.h>
 
 namespace attograd {
 

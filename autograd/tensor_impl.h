@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "autograd/backend/allocator.h"
-#include "autograd/tensor.h"
+#include <attograd/autograd/backend/allocator.h>
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

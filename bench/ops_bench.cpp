@@ -11,16 +11,16 @@
 
 #include <chrono>
 
-#include "autograd/backend/blas.h"
-#include "autograd/backend/blas_kernel.h"
-#include "autograd/generator.h"
-#include "autograd/ops/attention.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/layer_norm.h"
-#include "autograd/ops/loss.h"
-#include "autograd/ops/matmul.h"
-#include "autograd/ops/reduction.h"
-#include "autograd/ops/softmax.h"
+#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/generator.h>
+#include <attograd/autograd/ops/attention.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/layer_norm.h>
+#include <attograd/autograd/ops/loss.h>
+#include <attograd/autograd/ops/matmul.h>
+#include <attograd/autograd/ops/reduction.h>
+#include <attograd/autograd/ops/softmax.h>
 
 using namespace attograd;
 

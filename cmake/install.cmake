@@ -22,13 +22,10 @@ list(REMOVE_ITEM ATTOGRAD_PUBLIC_HEADERS ${ATTOGRAD_PRIVATE_HEADERS})
 list(SORT ATTOGRAD_PUBLIC_HEADERS)
 
 set(ATTOGRAD_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/attograd)
-install(CODE "
-  set(ATTOGRAD_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
-  set(ATTOGRAD_STAGE_DIR \"${PROJECT_BINARY_DIR}/install-include\")
-  set(ATTOGRAD_HEADERS \"${ATTOGRAD_PUBLIC_HEADERS}\")
-  set(ATTOGRAD_PARTS \"${ATTOGRAD_PARTS}\")
-  set(ATTOGRAD_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
-  include(\"${PROJECT_SOURCE_DIR}/cmake/install_headers.cmake\")" COMPONENT dev)
+foreach(header ${ATTOGRAD_PUBLIC_HEADERS})
+  get_filename_component(dir ${header} DIRECTORY)
+  install(FILES ${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd/${dir} COMPONENT dev)
+endforeach()
 install(FILES attograd/attograd.h ${ATTOGRAD_BUILD_INCLUDE}/attograd/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd COMPONENT dev)
 

@@ -1,10 +1,10 @@
-#include "data/bleu.h"
+#include <attograd/data/bleu.h>
 
 #include <cmath>
 #include <map>
 
-#include "autograd/error.h"
-#include "data/tokenizer.h"
+#include <attograd/autograd/error.h>
+#include <attograd/data/tokenizer.h>
 
 namespace attograd {
 namespace {

@@ -1,4 +1,4 @@
-#include "data/copy_task.h"
+#include <attograd/data/copy_task.h>
 
 #include <algorithm>
 #include <limits>
@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "autograd/error.h"
-#include "autograd/generator.h"
+#include <attograd/autograd/error.h>
+#include <attograd/autograd/generator.h>
 
 namespace attograd {
 

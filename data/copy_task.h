@@ -18,8 +18,8 @@
 #pragma once
 #include <string>
 
-#include "data/dataset.h"
-#include "data/vocab.h"
+#include <attograd/data/dataset.h>
+#include <attograd/data/vocab.h>
 
 namespace attograd {
 

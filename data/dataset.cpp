@@ -1,6 +1,6 @@
-#include "data/dataset.h"
+#include <attograd/data/dataset.h>
 
-#include "autograd/error.h"
+#include <attograd/autograd/error.h>
 
 namespace attograd {
 

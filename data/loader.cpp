@@ -1,10 +1,10 @@
-#include "data/loader.h"
+#include <attograd/data/loader.h>
 
 #include <algorithm>
 #include <numeric>
 
-#include "autograd/error.h"
-#include "autograd/generator.h"
+#include <attograd/autograd/error.h>
+#include <attograd/autograd/generator.h>
 
 namespace attograd {
 

@@ -21,9 +21,9 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/tensor.h"
-#include "data/dataset.h"
-#include "data/vocab.h"
+#include <attograd/autograd/tensor.h>
+#include <attograd/data/dataset.h>
+#include <attograd/data/vocab.h>
 
 namespace attograd {
 

@@ -1,10 +1,10 @@
-#include "data/number_words.h"
+#include <attograd/data/number_words.h>
 
 #include <array>
 #include <cctype>
 #include <optional>
 
-#include "autograd/error.h"
+#include <attograd/autograd/error.h>
 
 namespace attograd {
 

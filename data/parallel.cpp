@@ -1,12 +1,12 @@
-#include "data/parallel.h"
+#include <attograd/data/parallel.h>
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "autograd/error.h"
-#include "autograd/io/safetensors.h"
-#include "data/tsv.h"
+#include <attograd/autograd/error.h>
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/data/tsv.h>
 
 namespace attograd {
 

@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
-#include "data/dataset.h"
-#include "data/tokenizer.h"
-#include "data/vocab.h"
+#include <attograd/data/dataset.h>
+#include <attograd/data/tokenizer.h>
+#include <attograd/data/vocab.h>
 
 namespace attograd {
 

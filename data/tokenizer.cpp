@@ -1,6 +1,6 @@
-#include "data/tokenizer.h"
+#include <attograd/data/tokenizer.h>
 
-#include "autograd/error.h"
+#include <attograd/autograd/error.h>
 
 namespace attograd {
 

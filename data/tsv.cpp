@@ -1,8 +1,8 @@
-#include "data/tsv.h"
+#include <attograd/data/tsv.h>
 
-#include "autograd/error.h"
-#include "autograd/io/safetensors.h"
-#include "data/tokenizer.h"
+#include <attograd/autograd/error.h>
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/data/tokenizer.h>
 
 namespace attograd {
 namespace {

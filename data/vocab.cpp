@@ -1,11 +1,11 @@
-#include "data/vocab.h"
+#include <attograd/data/vocab.h>
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 
-#include "autograd/error.h"
-#include "data/tokenizer.h"
+#include <attograd/autograd/error.h>
+#include <attograd/data/tokenizer.h>
 
 namespace attograd {
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <string_view>
 
-#include "autograd/error.h"
-#include "autograd/io/safetensors.h"
-#include "data/tsv.h"
-#include "data/vocab.h"
+#include <attograd/autograd/error.h>
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/data/tsv.h>
+#include <attograd/data/vocab.h>
 #include "examples/common/checkpoint.h"
 
 namespace attograd::fuzz {

@@ -1,13 +1,13 @@
-#include "nn/attention.h"
+#include <attograd/nn/attention.h>
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/ops/attention.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/reduction.h"
-#include "autograd/ops/shape.h"
-#include "nn/init.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops/attention.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/reduction.h>
+#include <attograd/autograd/ops/shape.h>
+#include <attograd/nn/init.h>
 
 namespace attograd {
 

@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "nn/linear.h"
-#include "nn/module.h"
+#include <attograd/nn/linear.h>
+#include <attograd/nn/module.h>
 
 namespace attograd {
 

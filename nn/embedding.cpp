@@ -1,12 +1,12 @@
-#include "nn/embedding.h"
+#include <attograd/nn/embedding.h>
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/indexing.h"
-#include "autograd/ops/shape.h"
-#include "nn/init.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/indexing.h>
+#include <attograd/autograd/ops/shape.h>
+#include <attograd/nn/init.h>
 
 namespace attograd {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <optional>
 
-#include "nn/module.h"
+#include <attograd/nn/module.h>
 
 namespace attograd {
 

@@ -1,13 +1,13 @@
-#include "nn/generate.h"
+#include <attograd/nn/generate.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "autograd/engine.h"
-#include "autograd/kernels/rows.h"
-#include "autograd/ops/indexing.h"
-#include "autograd/ops/shape.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/kernels/rows.h>
+#include <attograd/autograd/ops/indexing.h>
+#include <attograd/autograd/ops/shape.h>
 
 namespace attograd {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "nn/transformer.h"
+#include <attograd/nn/transformer.h>
 
 namespace attograd {
 

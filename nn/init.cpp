@@ -1,4 +1,4 @@
-#include "nn/init.h"
+#include <attograd/nn/init.h>
 
 #include <cmath>
 

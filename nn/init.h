@@ -5,7 +5,7 @@
 #pragma once
 #include <string_view>
 
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd::init {
 

@@ -1,7 +1,7 @@
-#include "nn/layers.h"
+#include <attograd/nn/layers.h>
 
-#include "autograd/ops/dropout.h"
-#include "autograd/ops/layer_norm.h"
+#include <attograd/autograd/ops/dropout.h>
+#include <attograd/autograd/ops/layer_norm.h>
 
 namespace attograd {
 

@@ -3,8 +3,8 @@
 #pragma once
 #include <memory>
 
-#include "autograd/ops/elementwise.h"
-#include "nn/module.h"
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/nn/module.h>
 
 namespace attograd {
 

@@ -1,9 +1,9 @@
-#include "nn/linear.h"
+#include <attograd/nn/linear.h>
 
 #include <cmath>
 
-#include "autograd/ops/matmul.h"
-#include "nn/init.h"
+#include <attograd/autograd/ops/matmul.h>
+#include <attograd/nn/init.h>
 
 namespace attograd {
 

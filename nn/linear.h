@@ -1,7 +1,7 @@
 // Linear: y = x Wᵀ + b.
 // Shape legend: x [..., in], weight [out, in], bias [out], y [..., out].
 #pragma once
-#include "nn/module.h"
+#include <attograd/nn/module.h>
 
 namespace attograd {
 

@@ -1,8 +1,8 @@
-#include "nn/module.h"
+#include <attograd/nn/module.h>
 
 #include <set>
 
-#include "autograd/engine.h"
+#include <attograd/autograd/engine.h>
 
 namespace attograd {
 

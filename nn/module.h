@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

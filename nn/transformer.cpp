@@ -1,10 +1,10 @@
-#include "nn/transformer.h"
+#include <attograd/nn/transformer.h>
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/indexing.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/indexing.h>
 
 namespace attograd {
 

@@ -17,10 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/attention.h"
-#include "nn/embedding.h"
-#include "nn/layers.h"
-#include "nn/linear.h"
+#include <attograd/nn/attention.h>
+#include <attograd/nn/embedding.h>
+#include <attograd/nn/layers.h>
+#include <attograd/nn/linear.h>
 
 namespace attograd {
 

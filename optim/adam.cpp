@@ -1,4 +1,4 @@
-#include "optim/adam.h"
+#include <attograd/optim/adam.h>
 
 #include <cmath>
 

@@ -13,7 +13,7 @@
 // State per parameter: "step" (i64 0-d), "exp_avg", "exp_avg_sq", and
 // "max_exp_avg_sq" with amsgrad (p's shape).
 #pragma once
-#include "optim/optimizer.h"
+#include <attograd/optim/optimizer.h>
 
 namespace attograd::optim {
 

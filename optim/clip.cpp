@@ -1,8 +1,8 @@
-#include "optim/clip.h"
+#include <attograd/optim/clip.h>
 
 #include <cmath>
 
-#include "autograd/error.h"
+#include <attograd/autograd/error.h>
 
 namespace attograd::optim {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd::optim {
 

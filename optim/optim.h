@@ -1,7 +1,7 @@
 // Everything a user of the optim library needs, in one include.
 #pragma once
-#include "optim/adam.h"
-#include "optim/clip.h"
-#include "optim/optimizer.h"
-#include "optim/schedule.h"
-#include "optim/sgd.h"
+#include <attograd/optim/adam.h>
+#include <attograd/optim/clip.h>
+#include <attograd/optim/optimizer.h>
+#include <attograd/optim/schedule.h>
+#include <attograd/optim/sgd.h>

@@ -1,4 +1,4 @@
-#include "optim/optimizer.h"
+#include <attograd/optim/optimizer.h>
 
 #include <algorithm>
 #include <charconv>
@@ -6,7 +6,7 @@
 
 #include <fmt/ranges.h>
 
-#include "autograd/engine.h"
+#include <attograd/autograd/engine.h>
 
 namespace attograd::optim {
 

@@ -28,8 +28,8 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/backend/threads.h"
-#include "autograd/tensor.h"
+#include <attograd/autograd/backend/threads.h>
+#include <attograd/autograd/tensor.h>
 
 namespace attograd::optim {
 

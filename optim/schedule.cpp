@@ -1,10 +1,10 @@
-#include "optim/schedule.h"
+#include <attograd/optim/schedule.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-#include "autograd/error.h"
+#include <attograd/autograd/error.h>
 
 namespace attograd::optim {
 

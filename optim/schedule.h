@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "optim/optimizer.h"
+#include <attograd/optim/optimizer.h>
 
 namespace attograd::optim {
 

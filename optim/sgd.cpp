@@ -1,4 +1,4 @@
-#include "optim/sgd.h"
+#include <attograd/optim/sgd.h>
 
 namespace attograd::optim {
 

@@ -12,7 +12,7 @@
 //
 // State per parameter: "momentum_buffer" (p's shape; only when momentum != 0).
 #pragma once
-#include "optim/optimizer.h"
+#include <attograd/optim/optimizer.h>
 
 namespace attograd::optim {
 

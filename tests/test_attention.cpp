@@ -7,13 +7,13 @@
 
 #include <gtest/gtest.h>
 
-#include "autograd/backend/blas.h"
-#include "autograd/gradcheck.h"
-#include "autograd/engine.h"
-#include "autograd/ops.h"
-#include "autograd/ops/attention.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/reduction.h"
+#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/gradcheck.h>
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops.h>
+#include <attograd/autograd/ops/attention.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/reduction.h>
 #include "test_util.h"
 
 using namespace attograd;

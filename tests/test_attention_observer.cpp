@@ -5,10 +5,10 @@
 // projections and attention, and the module walk and guard.
 #include <gtest/gtest.h>
 
-#include "autograd/gradcheck.h"
-#include "autograd/engine.h"
-#include "autograd/ops.h"
-#include "nn/transformer.h"
+#include <attograd/autograd/gradcheck.h>
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops.h>
+#include <attograd/nn/transformer.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <random>
 
-#include "autograd/io/safetensors.h"
-#include "data/tsv.h"
-#include "data/vocab.h"
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/data/tsv.h>
+#include <attograd/data/vocab.h>
 #include "examples/common/checkpoint.h"
 #include "test_util.h"
 

@@ -9,10 +9,10 @@
 
 #include <gtest/gtest.h>
 
-#include "autograd/backend/blas.h"
-#include "autograd/backend/blas_kernel.h"
-#include "autograd/generator.h"
-#include "autograd/tensor.h"
+#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/generator.h>
+#include <attograd/autograd/tensor.h>
 
 using namespace attograd;
 

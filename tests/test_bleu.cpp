@@ -3,9 +3,9 @@
 
 #include <cmath>
 
-#include "autograd/error.h"
-#include "data/bleu.h"
-#include "data/tokenizer.h"
+#include <attograd/autograd/error.h>
+#include <attograd/data/bleu.h>
+#include <attograd/data/tokenizer.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -13,13 +13,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "autograd/io/safetensors.h"
-#include "autograd/ops/loss.h"
-#include "data/copy_task.h"
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/autograd/ops/loss.h>
+#include <attograd/data/copy_task.h>
 #include "examples/common/checkpoint.h"
 #include "examples/common/train_choices.h"
 #include "examples/common/trainer.h"
-#include "optim/adam.h"
+#include <attograd/optim/adam.h>
 #include "test_util.h"
 
 using namespace attograd;

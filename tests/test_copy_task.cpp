@@ -6,8 +6,8 @@
 #include <limits>
 #include <set>
 
-#include "data/copy_task.h"
-#include "data/loader.h"
+#include <attograd/data/copy_task.h>
+#include <attograd/data/loader.h>
 #include "test_util.h"
 
 using namespace attograd;

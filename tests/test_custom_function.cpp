@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "autograd/ops.h"
+#include <attograd/autograd/ops.h>
 #include "examples/custom_layer/rmsnorm.h"
 #include "test_util.h"
 

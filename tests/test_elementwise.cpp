@@ -5,8 +5,8 @@
 #include <cmath>
 #include <functional>
 
-#include "autograd/ops.h"
-#include "autograd/ops/kernels.h"
+#include <attograd/autograd/ops.h>
+#include <attograd/autograd/ops/kernels.h>
 #include "test_util.h"
 
 using namespace attograd;

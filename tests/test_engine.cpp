@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "autograd/ops.h"
+#include <attograd/autograd/ops.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "autograd/io/safetensors.h"
+#include <attograd/autograd/io/safetensors.h>
 #include "fuzz/targets.h"
 
 namespace fs = std::filesystem;

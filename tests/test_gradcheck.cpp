@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "autograd/ops.h"
+#include <attograd/autograd/ops.h>
 
 using namespace attograd;
 

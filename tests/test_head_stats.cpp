@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "data/loader.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/data/loader.h>
 #include "examples/heads_study/head_stats.h"
 #include "test_util.h"
 

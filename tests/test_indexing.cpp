@@ -1,8 +1,8 @@
 // index_select, embedding and gather.
 #include <gtest/gtest.h>
 
-#include "autograd/ops.h"
-#include "autograd/ops/indexing.h"
+#include <attograd/autograd/ops.h>
+#include <attograd/autograd/ops/indexing.h>
 #include "test_util.h"
 
 using namespace attograd;

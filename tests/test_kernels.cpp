@@ -7,9 +7,9 @@
 #include <tuple>
 #include <vector>
 
-#include "autograd/kernels/add.h"
-#include "autograd/kernels/rows.h"
-#include "autograd/kernels/walk.h"
+#include <attograd/autograd/kernels/add.h>
+#include <attograd/autograd/kernels/rows.h>
+#include <attograd/autograd/kernels/walk.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "autograd/ops.h"
-#include "autograd/ops/layer_norm.h"
+#include <attograd/autograd/ops.h>
+#include <attograd/autograd/ops/layer_norm.h>
 #include "test_util.h"
 
 using namespace attograd;

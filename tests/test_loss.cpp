@@ -3,9 +3,9 @@
 
 #include <cmath>
 
-#include "autograd/ops.h"
-#include "autograd/ops/loss.h"
-#include "autograd/ops/softmax.h"
+#include <attograd/autograd/ops.h>
+#include <attograd/autograd/ops/loss.h>
+#include <attograd/autograd/ops/softmax.h>
 #include "test_util.h"
 
 using namespace attograd;

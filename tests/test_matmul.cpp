@@ -3,9 +3,9 @@
 
 #include <cmath>
 
-#include "autograd/backend/blas.h"
-#include "autograd/ops.h"
-#include "autograd/ops/matmul.h"
+#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/ops.h>
+#include <attograd/autograd/ops/matmul.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -2,10 +2,10 @@
 // model's real one, the estimate's parts, and the check against available memory.
 #include <gtest/gtest.h>
 
-#include "autograd/generator.h"
+#include <attograd/autograd/generator.h>
 #include "examples/common/memory_estimate.h"
 #include "examples/common/train_choices.h"
-#include "nn/transformer.h"
+#include <attograd/nn/transformer.h>
 #include "test_util.h"
 
 namespace attograd {

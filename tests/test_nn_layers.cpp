@@ -2,9 +2,9 @@
 // MultiHeadAttention masks, KV cache and causality, the Transformer.
 #include <gtest/gtest.h>
 
-#include "autograd/ops.h"
-#include "autograd/ops/loss.h"
-#include "nn/transformer.h"
+#include <attograd/autograd/ops.h>
+#include <attograd/autograd/ops/loss.h>
+#include <attograd/nn/transformer.h>
 #include "test_util.h"
 
 using namespace attograd;

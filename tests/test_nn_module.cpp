@@ -1,11 +1,11 @@
 // Module system: registration, dotted names, train/eval, state_dict, to(dtype), repr.
 #include <gtest/gtest.h>
 
-#include "autograd/ops.h"
-#include "nn/layers.h"
-#include "nn/linear.h"
-#include "nn/transformer.h"
-#include "optim/sgd.h"
+#include <attograd/autograd/ops.h>
+#include <attograd/nn/layers.h>
+#include <attograd/nn/linear.h>
+#include <attograd/nn/transformer.h>
+#include <attograd/optim/sgd.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/error.h"
-#include "data/number_words.h"
-#include "data/tsv.h"
+#include <attograd/autograd/error.h>
+#include <attograd/data/number_words.h>
+#include <attograd/data/tsv.h>
 #include "test_util.h"
 
 namespace attograd {

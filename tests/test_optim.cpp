@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/io/safetensors.h"
-#include "autograd/ops.h"
-#include "optim/optim.h"
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/autograd/ops.h>
+#include <attograd/optim/optim.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -4,9 +4,9 @@
 
 #include <set>
 
-#include "autograd/error.h"
-#include "data/parallel.h"
-#include "data/tsv.h"
+#include <attograd/autograd/error.h>
+#include <attograd/data/parallel.h>
+#include <attograd/data/tsv.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "autograd/ops.h"
+#include <attograd/autograd/ops.h>
 #include "test_util.h"
 
 using namespace attograd;

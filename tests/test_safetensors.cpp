@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "autograd/io/safetensors.h"
-#include "autograd/ops.h"
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/autograd/ops.h>
 #include "test_util.h"
 
 using namespace attograd;

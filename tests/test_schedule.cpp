@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "optim/optim.h"
+#include <attograd/optim/optim.h>
 #include "test_util.h"
 
 using namespace attograd;

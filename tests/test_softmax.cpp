@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "autograd/ops.h"
-#include "autograd/ops/softmax.h"
+#include <attograd/autograd/ops.h>
+#include <attograd/autograd/ops/softmax.h>
 #include "test_util.h"
 
 using namespace attograd;

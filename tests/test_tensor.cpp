@@ -7,7 +7,7 @@
 #include <numeric>
 #include <span>
 
-#include "autograd/ops.h"
+#include <attograd/autograd/ops.h>
 #include "test_util.h"
 
 using namespace attograd;

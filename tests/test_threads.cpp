@@ -9,11 +9,11 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/backend/blas.h"
-#include "autograd/generator.h"
-#include "autograd/ops.h"
-#include "nn/transformer.h"
-#include "optim/adam.h"
+#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/generator.h>
+#include <attograd/autograd/ops.h>
+#include <attograd/nn/transformer.h>
+#include <attograd/optim/adam.h>
 #include "test_util.h"
 
 using namespace attograd;

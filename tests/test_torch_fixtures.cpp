@@ -6,11 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/io/safetensors.h"
-#include "autograd/ops.h"
-#include "autograd/ops/loss.h"
-#include "nn/transformer.h"
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/autograd/ops.h>
+#include <attograd/autograd/ops/loss.h>
 #include <attograd/nn/gpt.h>
+#include <attograd/nn/transformer.h>
 
 using namespace attograd;
 

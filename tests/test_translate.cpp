@@ -7,9 +7,9 @@
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "data/parallel.h"
-#include "nn/generate.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/data/parallel.h>
+#include <attograd/nn/generate.h>
 
 using namespace attograd;
 

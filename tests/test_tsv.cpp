@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "autograd/error.h"
-#include "data/tsv.h"
+#include <attograd/autograd/error.h>
+#include <attograd/data/tsv.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -16,9 +16,9 @@
 
 #include <gtest/gtest.h>
 
-#include "autograd/generator.h"
-#include "autograd/gradcheck.h"
-#include "autograd/tensor.h"
+#include <attograd/autograd/generator.h>
+#include <attograd/autograd/gradcheck.h>
+#include <attograd/autograd/tensor.h>
 
 namespace attograd::testing {
 

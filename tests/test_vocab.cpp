@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "autograd/error.h"
-#include "data/tokenizer.h"
-#include "data/vocab.h"
+#include <attograd/autograd/error.h>
+#include <attograd/data/tokenizer.h>
+#include <attograd/data/vocab.h>
 #include "test_util.h"
 
 using namespace attograd;

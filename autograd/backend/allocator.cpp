@@ -1,4 +1,4 @@
-#include "autograd/backend/allocator.h"
+#include <attograd/autograd/backend/allocator.h>
 
 #include <atomic>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "autograd/backend/blas.h"
+#include <attograd/autograd/backend/blas.h>
 
 #include <algorithm>
 #include <atomic>
@@ -7,9 +7,9 @@
 
 #include <cblas.h>
 
-#include "autograd/backend/blas_kernel.h"
-#include "autograd/error.h"
-#include "autograd/backend/threads.h"
+#include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/error.h>
+#include <attograd/autograd/backend/threads.h>
 
 // OpenBLAS extensions; declared here too in case <cblas.h> is another vendor's.
 extern "C" {

@@ -24,7 +24,7 @@
 #pragma once
 #include <cstdint>
 
-#include "autograd/backend/blas_kernel.h"
+#include <attograd/autograd/backend/blas_kernel.h>
 
 namespace attograd {
 

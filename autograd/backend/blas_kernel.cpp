@@ -1,4 +1,4 @@
-#include "autograd/backend/blas_kernel.h"
+#include <attograd/autograd/backend/blas_kernel.h>
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "autograd/backend/threads.h"
+#include <attograd/autograd/backend/threads.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/error.h"
+#include <attograd/autograd/error.h>
 
 namespace attograd {
 

@@ -1,4 +1,4 @@
-#include "autograd/io/safetensors.h"
+#include <attograd/autograd/io/safetensors.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/tensor_impl.h"
+#include <attograd/autograd/tensor_impl.h>
 
 namespace attograd {
 

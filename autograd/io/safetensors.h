@@ -27,7 +27,7 @@
 #include <string>
 #include <string_view>
 
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "autograd/backend/threads.h"
-#include "autograd/kernels/walk.h"
+#include <attograd/autograd/backend/threads.h>
+#include <attograd/autograd/kernels/walk.h>
 
 namespace attograd {
 

@@ -18,20 +18,20 @@
 // costs nothing extra. With dropout it also keeps the keep-mask (b8, same
 // shape), one byte per weight. Q, K, V are kept only when another input's
 // gradient reads them (dQ reads K, dK reads Q, dP reads V).
-#include "autograd/ops/attention.h"
+#include <attograd/autograd/ops/attention.h>
 
 #include <cmath>
 #include <vector>
 
-#include "autograd/backend/blas.h"
-#include "autograd/backend/threads.h"
-#include "autograd/engine.h"
-#include "autograd/kernels/rows.h"
-#include "autograd/ops/dropout.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/matmul.h"
-#include "autograd/ops/shape.h"
-#include "autograd/ops/softmax.h"
+#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/backend/threads.h>
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/kernels/rows.h>
+#include <attograd/autograd/ops/dropout.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/matmul.h>
+#include <attograd/autograd/ops/shape.h>
+#include <attograd/autograd/ops/softmax.h>
 
 namespace attograd {
 

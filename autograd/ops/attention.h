@@ -22,8 +22,8 @@
 #pragma once
 #include <optional>
 
-#include "autograd/generator.h"
-#include "autograd/tensor.h"
+#include <attograd/autograd/generator.h>
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

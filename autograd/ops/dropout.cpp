@@ -1,10 +1,10 @@
 // Dropout: forward, then the backward closure right under it.
 //
 // Shape legend: x [*] any shape; keep [*] b8 (the saved mask); out, grad, dx [*].
-#include "autograd/ops/dropout.h"
+#include <attograd/autograd/ops/dropout.h>
 
-#include "autograd/engine.h"
-#include "autograd/ops/kernels.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops/kernels.h>
 
 namespace attograd {
 

@@ -1,8 +1,8 @@
 // Dropout (inverted): in training each element is zeroed with probability p
 // and the survivors are scaled by 1 / (1 − p), so evaluation needs no scaling.
 #pragma once
-#include "autograd/generator.h"
-#include "autograd/tensor.h"
+#include <attograd/autograd/generator.h>
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

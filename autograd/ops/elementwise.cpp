@@ -3,14 +3,14 @@
 // Shape legend: a, b, x are any shapes that broadcast together (NumPy rules);
 // out has the broadcast shape; grad (dL/dout) has out's shape. A broadcast
 // operand's gradient is brought back to its own shape by sum_to().
-#include "autograd/ops/elementwise.h"
+#include <attograd/autograd/ops/elementwise.h>
 
 #include <cmath>
 #include <numbers>
 
-#include "autograd/engine.h"
-#include "autograd/ops/kernels.h"
-#include "autograd/ops/reduction.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops/kernels.h>
+#include <attograd/autograd/ops/reduction.h>
 
 namespace attograd {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <optional>
 
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

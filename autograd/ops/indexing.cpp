@@ -4,10 +4,10 @@
 // (table rows), E embedding width; grad has out's shape. Each forward reads
 // x through its strides (no copy); each backward scatter-adds grad into a
 // zeroed buffer of x's shape with `+=`, so repeated indices accumulate.
-#include "autograd/ops/indexing.h"
+#include <attograd/autograd/ops/indexing.h>
 
-#include "autograd/engine.h"
-#include "autograd/tensor_impl.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/tensor_impl.h>
 
 namespace attograd {
 

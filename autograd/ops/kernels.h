@@ -11,10 +11,10 @@
 #pragma once
 #include <string_view>
 
-#include "autograd/backend/threads.h"
-#include "autograd/kernels/add.h"
-#include "autograd/tensor.h"
-#include "autograd/tensor_impl.h"
+#include <attograd/autograd/backend/threads.h>
+#include <attograd/autograd/kernels/add.h>
+#include <attograd/autograd/tensor.h>
+#include <attograd/autograd/tensor_impl.h>
 
 namespace attograd {
 

@@ -8,17 +8,17 @@
 // extra memory: the residual stream keeps it alive anyway), mean [R] and
 // rstd [R], and the weight. Backward recomputes x̂ = (x − mean) · rstd from
 // them rather than keeping an [R, E] x̂ buffer.
-#include "autograd/ops/layer_norm.h"
+#include <attograd/autograd/ops/layer_norm.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "autograd/backend/threads.h"
-#include "autograd/engine.h"
-#include "autograd/kernels/rows.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/reduction.h"
+#include <attograd/autograd/backend/threads.h>
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/kernels/rows.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/reduction.h>
 
 namespace attograd {
 

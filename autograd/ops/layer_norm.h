@@ -2,7 +2,7 @@
 //   y = (x − mean) / √(var + eps) · weight + bias,   var biased (divides by E)
 // with mean and var taken over the trailing normalized_shape dims of each row.
 #pragma once
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

@@ -4,16 +4,16 @@
 // contiguous [N, V] block (N = product of *), targets [*] i64 as [N].
 // grad is [] for mean and sum, [*] for none. g_i = dL/dloss_i is grad / n_valid
 // (mean), grad (sum) or grad[i] (none); rows whose target is ignore_index get 0.
-#include "autograd/ops/loss.h"
+#include <attograd/autograd/ops/loss.h>
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/kernels/rows.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/kernels.h"
-#include "autograd/ops/reduction.h"
-#include "autograd/ops/softmax.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/kernels/rows.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/kernels.h>
+#include <attograd/autograd/ops/reduction.h>
+#include <attograd/autograd/ops/softmax.h>
 
 namespace attograd {
 

@@ -9,7 +9,7 @@
 // Semantics follow PyTorch, with one choice of ours: when every target is
 // ignore_index, reduction mean gives 0 with a zero gradient (PyTorch: NaN).
 #pragma once
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

@@ -14,14 +14,14 @@
 // with contiguous(). Batch dims are looped over by offset, so broadcast ones
 // are never materialised; where the strides allow, the innermost batch dims
 // are folded into M or K, so [B, T, E] @ [E, F] is one GEMM of B·T rows.
-#include "autograd/ops/matmul.h"
+#include <attograd/autograd/ops/matmul.h>
 
 #include <algorithm>
 
-#include "autograd/backend/blas.h"
-#include "autograd/engine.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/tensor_impl.h"
+#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/tensor_impl.h>
 
 namespace attograd {
 

@@ -2,7 +2,7 @@
 // operands' own strides: transposed views go in as "trans" operands and
 // broadcast batch dims are looped over, never copied.
 #pragma once
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

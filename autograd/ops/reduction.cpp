@@ -4,15 +4,15 @@
 // x's shape with reduced dims removed (or kept as 1 with keepdim); grad has
 // out's shape. Every backward first views grad with the reduced dims kept
 // as 1, then broadcasts it back over x's shape.
-#include "autograd/ops/reduction.h"
+#include <attograd/autograd/ops/reduction.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "autograd/engine.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/shape.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/shape.h>
 
 namespace attograd {
 

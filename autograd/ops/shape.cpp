@@ -4,13 +4,13 @@
 // Views (reshape of a contiguous x, view, transpose, permute, unsqueeze,
 // squeeze, expand, slice, narrow, split, chunk) alias x's storage; their
 // backward only moves grad back into x's shape.
-#include "autograd/ops/shape.h"
+#include <attograd/autograd/ops/shape.h>
 
 #include <algorithm>
 #include <numeric>
 
-#include "autograd/engine.h"
-#include "autograd/ops/elementwise.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops/elementwise.h>
 
 namespace attograd {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

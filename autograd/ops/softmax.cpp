@@ -7,12 +7,12 @@
 // dim (inner == 1) is the contiguous fast path; any other dim walks its rows
 // with stride inner.
 // Both ops save only their output y [x's shape].
-#include "autograd/ops/softmax.h"
+#include <attograd/autograd/ops/softmax.h>
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/kernels/rows.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/kernels/rows.h>
 
 namespace attograd {
 

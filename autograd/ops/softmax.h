@@ -6,7 +6,7 @@
 // -INFINITY for such a row, and its gradient is zero, so a padding row in
 // attention never spreads NaN through a batch.
 #pragma once
-#include "autograd/tensor.h"
+#include <attograd/autograd/tensor.h>
 
 namespace attograd {
 

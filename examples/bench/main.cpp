@@ -35,14 +35,14 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "autograd/backend/blas.h"
-#include "autograd/engine.h"
-#include "autograd/ops/loss.h"
-#include "autograd/ops/shape.h"
+#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops/loss.h>
+#include <attograd/autograd/ops/shape.h>
 #include "examples/common/cli.h"
 #include "examples/common/trainer.h"
-#include "nn/transformer.h"
-#include "optim/adam.h"
+#include <attograd/nn/transformer.h>
+#include <attograd/optim/adam.h>
 
 using namespace attograd;
 

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "autograd/error.h"
-#include "autograd/engine.h"
+#include <attograd/autograd/error.h>
+#include <attograd/autograd/engine.h>
 
 namespace attograd {
 namespace {

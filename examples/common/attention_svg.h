@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "data/vocab.h"
-#include "nn/transformer.h"
+#include <attograd/data/vocab.h>
+#include <attograd/nn/transformer.h>
 
 namespace attograd {
 

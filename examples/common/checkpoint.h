@@ -26,8 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/io/safetensors.h"
-#include "data/loader.h"
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/data/loader.h>
 
 namespace attograd {
 

@@ -10,7 +10,7 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "autograd/backend/blas_kernel.h"
+#include <attograd/autograd/backend/blas_kernel.h>
 
 namespace attograd::cli {
 

@@ -10,7 +10,7 @@
 
 #include <cxxopts.hpp>
 
-#include "autograd/error.h"
+#include <attograd/autograd/error.h>
 
 namespace attograd::cli {
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "autograd/error.h"
+#include <attograd/autograd/error.h>
 
 namespace attograd {
 

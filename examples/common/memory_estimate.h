@@ -38,7 +38,7 @@
 #include <optional>
 #include <string>
 
-#include "nn/transformer.h"
+#include <attograd/nn/transformer.h>
 
 namespace attograd {
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "autograd/error.h"
+#include <attograd/autograd/error.h>
 #include "examples/common/train_choices.h"
 
 namespace fs = std::filesystem;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "optim/adam.h"
-#include "optim/sgd.h"
+#include <attograd/optim/adam.h>
+#include <attograd/optim/sgd.h>
 
 namespace attograd {
 

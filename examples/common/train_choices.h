@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "autograd/error.h"
-#include "optim/optimizer.h"
-#include "optim/schedule.h"
+#include <attograd/autograd/error.h>
+#include <attograd/optim/optimizer.h>
+#include <attograd/optim/schedule.h>
 #include "examples/common/trainer.h"
 
 namespace attograd {

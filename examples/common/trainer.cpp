@@ -6,15 +6,15 @@
 
 #include <fmt/format.h>
 
-#include "autograd/backend/blas.h"
-#include "autograd/engine.h"
-#include "autograd/backend/threads.h"
-#include "autograd/ops/loss.h"
-#include "autograd/ops/reduction.h"
+#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/backend/threads.h>
+#include <attograd/autograd/ops/loss.h>
+#include <attograd/autograd/ops/reduction.h>
 #include "examples/common/cli.h"
 #include "examples/common/train_choices.h"
-#include "optim/clip.h"
-#include "optim/schedule.h"
+#include <attograd/optim/clip.h>
+#include <attograd/optim/schedule.h>
 
 namespace attograd {
 

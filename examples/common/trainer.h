@@ -15,11 +15,11 @@
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 
-#include "data/loader.h"
-#include "data/vocab.h"
+#include <attograd/data/loader.h>
+#include <attograd/data/vocab.h>
 #include "examples/common/checkpoint.h"
-#include "nn/generate.h"
-#include "nn/transformer.h"
+#include <attograd/nn/generate.h>
+#include <attograd/nn/transformer.h>
 
 namespace attograd {
 

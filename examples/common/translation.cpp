@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "data/bleu.h"
-#include "data/number_words.h"
+#include <attograd/data/bleu.h>
+#include <attograd/data/number_words.h>
 
 namespace attograd {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/parallel.h"
+#include <attograd/data/parallel.h>
 #include "examples/common/trainer.h"
 
 namespace attograd {

@@ -10,11 +10,11 @@
 
 #include <fmt/format.h>
 
-#include "autograd/backend/blas.h"
-#include "autograd/io/safetensors.h"
-#include "autograd/engine.h"
-#include "data/copy_task.h"
-#include "data/tokenizer.h"
+#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/autograd/engine.h>
+#include <attograd/data/copy_task.h>
+#include <attograd/data/tokenizer.h>
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
 #include "examples/common/trainer.h"

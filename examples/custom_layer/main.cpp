@@ -13,13 +13,13 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include "autograd/gradcheck.h"
-#include "autograd/ops/indexing.h"
-#include "autograd/ops/loss.h"
-#include "autograd/ops/matmul.h"
+#include <attograd/autograd/gradcheck.h>
+#include <attograd/autograd/ops/indexing.h>
+#include <attograd/autograd/ops/loss.h>
+#include <attograd/autograd/ops/matmul.h>
 #include "examples/common/cli.h"
-#include "nn/linear.h"
-#include "optim/adam.h"
+#include <attograd/nn/linear.h>
+#include <attograd/optim/adam.h>
 #include "rmsnorm.h"
 
 using namespace attograd;

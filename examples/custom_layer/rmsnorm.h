@@ -10,10 +10,10 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/function.h"
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/reduction.h"
-#include "nn/module.h"
+#include <attograd/autograd/function.h>
+#include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/ops/reduction.h>
+#include <attograd/nn/module.h>
 
 namespace attograd::custom_layer {
 

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/ops/loss.h"
-#include "autograd/ops/shape.h"
+#include <attograd/autograd/engine.h>
+#include <attograd/autograd/ops/loss.h>
+#include <attograd/autograd/ops/shape.h>
 
 namespace attograd::heads {
 

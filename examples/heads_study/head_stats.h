@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/transformer.h"
+#include <attograd/nn/transformer.h>
 
 namespace attograd::heads {
 

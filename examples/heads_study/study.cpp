@@ -9,11 +9,11 @@
 
 #include <fmt/format.h>
 
-#include "autograd/io/safetensors.h"
-#include "autograd/engine.h"
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/autograd/engine.h>
 #include "examples/common/attention_svg.h"
 #include "examples/heads_study/head_stats.h"
-#include "nn/generate.h"
+#include <attograd/nn/generate.h>
 
 namespace attograd::heads {
 

@@ -2,10 +2,10 @@
 #include <cmath>
 #include <numbers>
 
-#include "autograd/backend/blas_kernel.h"
-#include "autograd/ops.h"
-#include "nn/linear.h"
-#include "optim/adam.h"
+#include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/ops.h>
+#include <attograd/nn/linear.h>
+#include <attograd/optim/adam.h>
 using namespace attograd;
 
 int main() {

@@ -17,8 +17,8 @@
 
 #include <fmt/format.h>
 
-#include "data/bleu.h"
-#include "data/parallel.h"
+#include <attograd/data/bleu.h>
+#include <attograd/data/parallel.h>
 #include "examples/common/attention_svg.h"
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
