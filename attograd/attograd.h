@@ -22,6 +22,7 @@
 #include <attograd/nn/attention.h>
 #include <attograd/nn/embedding.h>
 #include <attograd/nn/generate.h>
+#include <attograd/nn/gpt.h>
 #include <attograd/nn/init.h>
 #include <attograd/nn/layers.h>
 #include <attograd/nn/linear.h>
@@ -34,8 +35,11 @@
 #include <attograd/data/copy_task.h>
 #include <attograd/data/dataset.h>
 #include <attograd/data/loader.h>
+#include <attograd/data/lm_tokenizer.h>
 #include <attograd/data/number_words.h>
 #include <attograd/data/parallel.h>
+#include <attograd/data/sentencepiece.h>
+#include <attograd/data/token_windows.h>
 #include <attograd/data/tokenizer.h>
 #include <attograd/data/tsv.h>
 #include <attograd/data/vocab.h>

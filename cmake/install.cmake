@@ -47,16 +47,16 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/attogradConfigVersion.cma
 install(FILES ${PROJECT_BINARY_DIR}/attogradConfig.cmake ${PROJECT_BINARY_DIR}/attogradConfigVersion.cmake
         DESTINATION ${ATTOGRAD_CMAKE_DIR} COMPONENT dev)
 
-# attograd.pc. With static libraries OpenBLAS and the thread library are
+# attograd.pc. With static libraries OpenBLAS, SentencePiece and the thread library are
 # needed by every link, so they are plain Requires/Libs; a shared build
 # moves them to the .private fields.
 if(BUILD_SHARED_LIBS)
   set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json")
-  set(ATTOGRAD_PC_REQUIRES_PRIVATE "openblas")
+  set(ATTOGRAD_PC_REQUIRES_PRIVATE "openblas sentencepiece")
   set(ATTOGRAD_PC_LIBS_THREADS "")
   set(ATTOGRAD_PC_LIBS_PRIVATE "-pthread")
 else()
-  set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json openblas")
+  set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json openblas sentencepiece")
   set(ATTOGRAD_PC_REQUIRES_PRIVATE "")
   set(ATTOGRAD_PC_LIBS_THREADS " -pthread")
   set(ATTOGRAD_PC_LIBS_PRIVATE "")
@@ -72,7 +72,7 @@ install(FILES ${PROJECT_BINARY_DIR}/attograd.pc DESTINATION ${CMAKE_INSTALL_LIBD
 # the corpus they default to (share/attograd/numbers, found from the
 # program's own path). The .deb is made from a static build; with
 # BUILD_SHARED_LIBS the programs' RUNPATH is $ORIGIN/../lib.
-foreach(program copy_task translate heads_study)
+foreach(program copy_task translate heads_study lm)
   if(TARGET ${program})
     string(REPLACE "_" "-" installed ${program})
     install(PROGRAMS $<TARGET_FILE:${program}> DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME attograd-${installed}

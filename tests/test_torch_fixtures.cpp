@@ -9,6 +9,7 @@
 #include <attograd/autograd/io/safetensors.h>
 #include <attograd/autograd/ops.h>
 #include <attograd/autograd/ops/loss.h>
+#include <attograd/nn/gpt.h>
 #include <attograd/nn/transformer.h>
 
 using namespace attograd;
@@ -130,3 +131,25 @@ TEST(TorchFixtures, Seq2SeqForwardAndCrossEntropyBackward) {
   fmt::print("Seq2SeqTransformer (2+2 layers) vs PyTorch: max rel err {:.3g} over logits, loss and {} parameter "
              "gradients\n", worst, m.named_parameters().size());
 }
+
+class GPTFixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GPTFixture, ForwardAndCrossEntropyBackwardMatchPyTorch) {
+  const std::string name = GetParam();
+  auto f = fixture(name + ".safetensors");
+  const GPTConfig c = GPTConfig::from_json(nlohmann::json::parse(f.metadata.at("config")));
+  Generator gen(0);
+  GPT m(c, gen);
+  m.to(DType::f64);
+  load_weights(m, f.tensors);
+  Tensor logits = m.forward(f.tensors.at("ids"));
+  double worst = compare("logits", logits, f.tensors.at("logits"));
+  Tensor loss = cross_entropy(logits.reshape({-1, c.vocab}), f.tensors.at("targets").reshape({-1}));
+  worst = std::max(worst, compare("loss", loss, f.tensors.at("loss")));
+  loss.backward();
+  worst = std::max(worst, compare_param_grads(m, f.tensors));
+  fmt::print("{} vs PyTorch: max rel err {:.3g} over logits, loss and {} parameter gradients\n", name, worst,
+             m.named_parameters().size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GPTFixture, ::testing::Values("gpt_learned_tied", "gpt_sinusoidal_untied"));

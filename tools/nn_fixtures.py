@@ -1,6 +1,6 @@
 """The "nn" fixture group of tools/make_torch_fixtures.py: PyTorch reference
-values for LayerNorm, MultiheadAttention, grouped-query attention (G < H) and a
-whole pre-LN Seq2SeqTransformer.
+values for LayerNorm, MultiheadAttention, grouped-query attention (G < H), a
+whole pre-LN Seq2SeqTransformer and a decoder-only GPT.
 
 Each file holds, in float64, the inputs, the weights under attograd's
 parameter names, an output gradient "g" (the loss is sum(out * g)), the output
@@ -154,6 +154,38 @@ def seq2seq_fixture(write):
     write("nn", "seq2seq.safetensors", tensors, {"config": SEQ2SEQ_CONFIG})
 
 
+# name -> GPT config (tools/torch_twin.GPTConfig, attograd's GPTConfig JSON)
+GPT_CASES = {
+    "gpt_learned_tied": dict(vocab=11, context=8, d_model=16, heads=2, d_ff=24, layers=2, dropout=0.0,
+                             positions="learned", tie_embeddings=True, init="pytorch", layer_norm_eps=1e-5),
+    "gpt_sinusoidal_untied": dict(vocab=11, context=8, d_model=16, heads=4, d_ff=24, layers=2, dropout=0.0,
+                                  positions="sinusoidal", tie_embeddings=False, init="gpt2", layer_norm_eps=1e-5),
+}
+
+
+def gpt_fixture(write, name, seed, config):
+    """ids [B, T] -> logits [B, T, V]; loss = F.cross_entropy over the next tokens."""
+    torch.manual_seed(seed)
+    c = tt.GPTConfig(**config)
+    model = tt.GPT(c).double()
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            p.copy_(_randn(gen, *p.shape) * (0.3 if p.dim() > 1 else 0.1))
+    seq = torch.randint(0, c.vocab, (2, 7), generator=gen)
+    ids, targets = seq[:, :-1], seq[:, 1:]
+    logits = model(ids)
+    loss = F.cross_entropy(logits.reshape(-1, c.vocab), targets.reshape(-1))
+    loss.backward()
+    tensors = {"ids": ids.contiguous(), "targets": targets.contiguous(), "logits": logits.detach(),
+               "loss": loss.detach()}
+    tensors.update({k: v.detach().clone() for k, v in tt.to_attograd_state(model).items()})
+    tensors.update({f"grad.{k}": v.clone() for k, v in tt.to_attograd_state(model, grads=True).items()})
+    if c.tie_embeddings:
+        tensors["lm_head.weight"] = tensors["tok_embed.weight"]
+    write("nn", f"{name}.safetensors", tensors, {"config": config})
+
+
 def nn_fixtures(write):
     layer_norm_fixture(write)
     for seed, (name, case) in enumerate(MHA_CASES.items()):
@@ -161,3 +193,5 @@ def nn_fixtures(write):
     for seed, (name, case) in enumerate(GQA_CASES.items()):
         gqa_fixture(write, name, 200 + seed, **case)
     seq2seq_fixture(write)
+    for seed, (name, config) in enumerate(GPT_CASES.items()):
+        gpt_fixture(write, name, 200 + seed, config)

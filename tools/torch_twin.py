@@ -1,4 +1,5 @@
-"""The PyTorch twin of attograd's Seq2SeqTransformer (nn/transformer.h).
+"""The PyTorch twins of attograd's Seq2SeqTransformer (nn/transformer.h) and
+GPT (nn/gpt.h).
 
 Built from torch.nn primitives (Embedding, batch-first MultiheadAttention,
 LayerNorm, Linear), with the same structure and the same parameter names as
@@ -206,7 +207,89 @@ class Seq2SeqTransformer(nn.Module):
         return self.decode(tgt_in, self.encode(src, src_kpm), src_kpm, tgt_kpm)
 
 
-ATTN = ("self_attn", "cross_attn")
+class GPTConfig:
+    """Mirrors attograd::GPTConfig (its to_json() keys)."""
+
+    def __init__(self, **kw):
+        self.vocab = kw.get("vocab", 256)
+        self.context = kw.get("context", 128)
+        self.d_model = kw.get("d_model", 128)
+        self.heads = kw.get("heads", 4)
+        self.d_ff = kw.get("d_ff", 512)
+        self.layers = kw.get("layers", 4)
+        self.dropout = kw.get("dropout", 0.0)
+        self.positions = kw.get("positions", "learned")
+        self.tie_embeddings = kw.get("tie_embeddings", True)
+        self.init = kw.get("init", "pytorch")
+        self.layer_norm_eps = kw.get("layer_norm_eps", 1e-5)
+        self.activation = "gelu"
+
+    def to_json(self):
+        return {k: v for k, v in self.__dict__.items() if k != "activation"}
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
+        self.attn = nn.MultiheadAttention(c.d_model, c.heads, dropout=c.dropout, batch_first=True)
+        self.ln2 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
+        self.mlp = FeedForward(c)
+        self.drop1 = nn.Dropout(c.dropout)
+        self.drop2 = nn.Dropout(c.dropout)
+
+    def forward(self, x, causal):
+        h = self.ln1(x)
+        x = x + self.drop1(self.attn(h, h, h, attn_mask=causal, need_weights=False)[0])
+        return x + self.drop2(self.mlp(self.ln2(x)))
+
+
+class GPT(nn.Module):
+    """The twin of attograd's GPT (nn/gpt.h), same parameter names."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.tok_embed = nn.Embedding(c.vocab, c.d_model)
+        if c.positions == "learned":
+            self.pos = nn.Module()
+            self.pos.weight = nn.Parameter(torch.randn(c.context, c.d_model))
+        else:
+            self.register_buffer("pe", sinusoidal_table(c.context, c.d_model), persistent=False)
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList([GPTBlock(c) for _ in range(c.layers)])
+        self.ln_f = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
+        self.lm_head = nn.Linear(c.d_model, c.vocab, bias=False)
+        if c.init == "gpt2":
+            self.init_gpt2()
+        if c.tie_embeddings:
+            self.lm_head.weight = self.tok_embed.weight
+
+    def init_gpt2(self):
+        residual_std = 0.02 / math.sqrt(2 * self.c.layers)
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if name.endswith("out_proj.weight") or name.endswith("linear2.weight"):
+                    nn.init.normal_(p, 0.0, residual_std)
+                elif ".ln" in name or name.startswith("ln_f"):
+                    continue
+                elif name.endswith("bias"):
+                    nn.init.zeros_(p)
+                else:
+                    nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # True = not allowed
+        x = self.tok_embed(ids)
+        x = x + (self.pos.weight[:T] if self.c.positions == "learned" else self.pe[:T].to(x.dtype))
+        x = self.drop(x)
+        for block in self.blocks:
+            x = block(x, causal)
+        return self.lm_head(self.ln_f(x))
+
+
+ATTN = ("self_attn", "cross_attn", "attn")
 
 
 def to_attograd_state(model, grads=False):
@@ -225,6 +308,8 @@ def to_attograd_state(model, grads=False):
                 out[f"{prefix}.{proj}.{kind}"] = chunk
         else:
             out[name] = p
+    if isinstance(model, GPT):
+        return out
     if model.c.tie_embeddings:
         out["generator.weight"] = model.tgt_embed.weight.grad if grads else model.tgt_embed.weight
     return out

@@ -1,0 +1,139 @@
+#include <attograd/data/sentencepiece.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <attograd/autograd/error.h>
+#include <attograd/data/tokenizer.h>
+
+namespace attograd {
+
+namespace {
+
+// The text's non-empty lines, without their "\n", as SentencePiece's trainer reads sentences.
+class LineIterator : public sentencepiece::SentenceIterator {
+ public:
+  explicit LineIterator(std::string_view text) : text_(text) { Next(); }
+  bool done() const override { return done_; }
+  void Next() override {
+    while (pos_ < text_.size()) {
+      const size_t end = std::min(text_.find('\n', pos_), text_.size());
+      line_.assign(text_.substr(pos_, end - pos_));
+      pos_ = end + 1;
+      if (!line_.empty()) return;
+    }
+    done_ = true;
+  }
+  const std::string& value() const override { return line_; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  std::string_view text_;
+  size_t pos_ = 0;
+  std::string line_;
+  bool done_ = false;
+};
+
+// Encodes in pieces of about this many bytes, each ending after a "\n" ("\n" is
+// a piece of its own and there is no dummy prefix, so the ids are the same).
+constexpr size_t kEncodeChunk = 1 << 16;
+
+}  // namespace
+
+SentencePieceTokenizer::SentencePieceTokenizer(std::string model, std::string kind)
+    : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()), model_(std::move(model)), kind_(std::move(kind)) {
+  if (kind_ != "bpe" && kind_ != "unigram")
+    fail<ValueError>("SentencePieceTokenizer", "unknown model type '{}'; hint: bpe or unigram", kind_);
+  const auto status = sp_->LoadFromSerializedProto(model_);
+  if (!status.ok()) fail<ValueError>("SentencePieceTokenizer", "not a SentencePiece model: {}", status.ToString());
+}
+
+SentencePieceTokenizer::SentencePieceTokenizer(SentencePieceTokenizer&&) noexcept = default;
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+
+SentencePieceTokenizer SentencePieceTokenizer::train(std::string_view text, const std::string& kind, int64_t vocab_size) {
+  const char* op = "SentencePieceTokenizer::train";
+  if (kind != "bpe" && kind != "unigram") fail<ValueError>(op, "unknown model type '{}'; hint: bpe or unigram", kind);
+  if (vocab_size < 4) fail<ValueError>(op, "vocabulary size must be at least 4, got {}", vocab_size);
+  for (size_t i = 0; i < text.size();) i += utf8_char_length(text, i, op);
+  if (text.find_first_not_of("\n") == std::string_view::npos)
+    fail<ValueError>(op, "the text is empty; hint: give a file with some text");
+  const std::unordered_map<std::string, std::string> args = {
+      {"model_type", kind},
+      {"vocab_size", std::to_string(vocab_size)},
+      {"character_coverage", "1.0"},
+      {"normalization_rule_name", "identity"},
+      {"remove_extra_whitespaces", "false"},
+      {"add_dummy_prefix", "false"},
+      {"user_defined_symbols", "\n"},
+      {"input_sentence_size", "1000000"},
+      {"shuffle_input_sentence", "true"},
+      {"hard_vocab_limit", "true"},
+      {"num_threads", "1"},
+      {"minloglevel", "2"},
+  };
+  LineIterator lines(text);
+  std::string model;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model);
+  if (!status.ok())
+    fail<ValueError>(op, "SentencePiece could not train a {} vocabulary of {} pieces on this text: {}; hint: a smaller "
+                     "--vocab-size or more text", kind, vocab_size, status.message());
+  return SentencePieceTokenizer(std::move(model), kind);
+}
+
+SentencePieceTokenizer SentencePieceTokenizer::load(const std::string& path, const std::string& kind) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail<IOError>("SentencePieceTokenizer::load", "cannot open {}", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return SentencePieceTokenizer(ss.str(), kind);
+}
+
+std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> out;
+  std::vector<int> ids;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find('\n', std::min(pos + kEncodeChunk, text.size()));
+    end = end == std::string_view::npos ? text.size() : end + 1;
+    const auto status = sp_->Encode(text.substr(pos, end - pos), &ids);
+    if (!status.ok()) fail<ValueError>("SentencePieceTokenizer::encode", "{}", status.ToString());
+    out.insert(out.end(), ids.begin(), ids.end());
+    pos = end;
+  }
+  return out;
+}
+
+std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids) const {
+  for (const int32_t id : ids)
+    if (id < 0 || id >= vocab_size())
+      fail<IndexError>("SentencePieceTokenizer::decode", "id {} is outside the vocabulary [0, {})", id, vocab_size());
+  std::string out;
+  const auto status = sp_->Decode(std::vector<int>(ids.begin(), ids.end()), &out);
+  if (!status.ok()) fail<ValueError>("SentencePieceTokenizer::decode", "{}", status.ToString());
+  return out;
+}
+
+int64_t SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+
+void SentencePieceTokenizer::save(const std::string& dir) const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = dir + "/tokenizer.model";
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(model_.data(), static_cast<std::streamsize>(model_.size()));
+    if (!f.flush()) fail<IOError>("SentencePieceTokenizer::save", "cannot write {}", path);
+  }
+  const std::string json = dir + "/tokenizer.json";
+  std::ofstream f(json, std::ios::binary | std::ios::trunc);
+  f << nlohmann::json{{"kind", kind_}, {"model", "tokenizer.model"}}.dump(1) << "\n";
+  if (!f.flush()) fail<IOError>("SentencePieceTokenizer::save", "cannot write {}", json);
+}
+
+}  // namespace attograd

@@ -1,0 +1,43 @@
+// Subword tokenizers through SentencePiece (Debian's libsentencepiece-dev):
+// BPE or unigram, trained on a text with a chosen vocabulary size.
+//
+// The text is kept as it is: no Unicode normalisation, no whitespace
+// collapsing, no dummy prefix, and "\n" is a piece of its own, so
+// decode(encode(text)) == text for every text made of the trained characters.
+// Unknown characters become <unk> (id 0), decoded as " ⁇ ".
+// Training reads the text line by line (lines longer than 4192 bytes are
+// skipped, SentencePiece's limit) and samples at most a million lines.
+#pragma once
+#include <memory>
+
+#include <attograd/data/lm_tokenizer.h>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace attograd {
+
+class SentencePieceTokenizer : public LMTokenizer {
+ public:
+  // kind "bpe" or "unigram"; ValueError when the text cannot give vocab_size pieces.
+  static SentencePieceTokenizer train(std::string_view text, const std::string& kind, int64_t vocab_size);
+  // A .model file (SentencePiece's own format, as python's sentencepiece writes it).
+  static SentencePieceTokenizer load(const std::string& model_path, const std::string& kind);
+  SentencePieceTokenizer(SentencePieceTokenizer&&) noexcept;
+  ~SentencePieceTokenizer() override;
+
+  std::vector<int32_t> encode(std::string_view text) const override;
+  std::string decode(std::span<const int32_t> ids) const override;
+  int64_t vocab_size() const override;
+  std::string kind() const override { return kind_; }
+  void save(const std::string& dir) const override;  // tokenizer.json + tokenizer.model
+
+ private:
+  SentencePieceTokenizer(std::string serialized_model, std::string kind);
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::string model_;  // the serialized model proto
+  std::string kind_;
+};
+
+}  // namespace attograd

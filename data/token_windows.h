@@ -1,0 +1,49 @@
+// A language model's data: a text file tokenized once into a compact id
+// array, cut into a training head and a held-out tail, read as windows of
+// T + 1 consecutive tokens (input = the first T, target = the last T).
+//
+// Shape legend: B batch, T context (window length − 1).
+// Memory: the file's bytes while it is tokenized, then 4 bytes per token
+// (a char model of a 100 MB file peaks near 500 MB).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <attograd/autograd/generator.h>
+#include <attograd/autograd/tensor.h>
+
+namespace attograd {
+
+// The whole file; IOError naming it when it cannot be read.
+std::string read_text_file(const std::string& path);
+
+struct LMBatch {
+  Tensor input;   // [B, T] i64
+  Tensor target;  // [B, T] i64, input shifted left by one
+};
+
+class TokenWindows {
+ public:
+  // The last heldout_fraction of the tokens are held out. ValueError (with a
+  // hint) when either part is shorter than one window of context + 1 tokens.
+  TokenWindows(std::vector<int32_t> ids, int64_t context, double heldout_fraction);
+
+  // B windows starting at uniformly random offsets of the training part.
+  LMBatch sample(int64_t batch, Generator& gen) const;
+  // The held-out part as consecutive non-overlapping windows: windows [first, first + count).
+  int64_t heldout_windows() const;
+  LMBatch heldout_batch(int64_t first, int64_t count) const;
+
+  int64_t context() const { return context_; }
+  int64_t train_tokens() const { return split_; }
+  int64_t heldout_tokens() const { return static_cast<int64_t>(ids_.size()) - split_; }
+  const std::vector<int32_t>& ids() const { return ids_; }
+
+ private:
+  LMBatch windows(const std::vector<int64_t>& starts) const;
+  std::vector<int32_t> ids_;
+  int64_t context_, split_;
+};
+
+}  // namespace attograd

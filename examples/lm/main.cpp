@@ -1,0 +1,300 @@
+// lm: train a GPT-style language model on a text file of your own, sample
+// from it, and measure its perplexity (docs/lm.md).
+//
+//   lm train  [--data FILE] [--tokenizer char|bpe|unigram] [--vocab-size N] [flags]
+//   lm sample --checkpoint DIR [--prompt TEXT] [--temperature 0.8] [--top-k K] [--top-p P] [--seed S] [--max-len N]
+//   lm eval   --checkpoint DIR [--data FILE]     held-out loss, perplexity and bits per character
+//
+// Without --data, train reads the fortune cookies of Debian's fortunes and
+// fortunes-min packages (/usr/share/games/fortunes, BSD licence).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include <attograd/data/lm_tokenizer.h>
+#include <attograd/data/token_windows.h>
+#include <attograd/nn/gpt.h>
+#include "examples/common/checkpoint.h"
+#include "examples/common/cli.h"
+#include "examples/common/preflight.h"
+#include "examples/common/trainer.h"
+#include "examples/lm/lm_train.h"
+#include "examples/lm/sampling.h"
+
+using namespace attograd;
+
+namespace {
+
+const char* const kFortunesDir = "/usr/share/games/fortunes";
+
+// About 0.8M parameters with a char vocabulary, context 128.
+GPTConfig default_model() {
+  GPTConfig c;
+  c.context = 128;
+  c.d_model = 128;
+  c.heads = 4;
+  c.d_ff = 512;
+  c.layers = 4;
+  c.init = GPTInit::gpt2;
+  return c;
+}
+
+// About 10 minutes on one thread (docs/lm.md has the measured run).
+TrainOptions default_training() {
+  TrainOptions t;
+  t.steps = 600;
+  t.batch_size = 32;
+  t.lr = 3e-3;
+  t.warmup = 60;
+  t.min_lr = 1e-4;
+  t.weight_decay = 0.1;
+  t.eval_every = 200;
+  t.eval_size = 200;  // held-out windows
+  t.samples = 1;
+  return t;
+}
+
+cxxopts::Options make_options(const std::string& mode) {
+  cxxopts::Options o("lm " + mode, "Train a GPT-style language model on a text, sample from it, measure it.\n"
+                     "Modes: train (default), sample, eval.");
+  const GPTConfig m = default_model();
+  o.add_options("data")
+      ("data", "UTF-8 text file (train: default the fortunes in " + std::string(kFortunesDir) +
+       "; eval: default the checkpoint's training file)", cxxopts::value<std::string>()->default_value(""))
+      ("tokenizer", "char (code points), bpe or unigram (SentencePiece)", cxxopts::value<std::string>()->default_value("char"))
+      ("vocab-size", "vocabulary size (char: 0 keeps every character; bpe/unigram: default 1000)",
+       cxxopts::value<int64_t>()->default_value("0"))
+      ("heldout", "fraction of the text, at its end, held out for evaluation", cxxopts::value<double>()->default_value("0.1"));
+  o.add_options("model")
+      ("context", "context length T (tokens the model sees)", cxxopts::value<int64_t>()->default_value(std::to_string(m.context)))
+      ("d-model", "model width E", cxxopts::value<int64_t>()->default_value(std::to_string(m.d_model)))
+      ("heads", "attention heads (must divide d-model)", cxxopts::value<int64_t>()->default_value(std::to_string(m.heads)))
+      ("d-ff", "MLP width", cxxopts::value<int64_t>()->default_value(std::to_string(m.d_ff)))
+      ("layers", "Transformer blocks", cxxopts::value<int64_t>()->default_value(std::to_string(m.layers)))
+      ("dropout", "dropout probability", cxxopts::value<double>()->default_value("0"))
+      ("positions", "learned or sinusoidal", cxxopts::value<std::string>()->default_value("learned"))
+      ("untied", "a separate output matrix instead of the token embedding")
+      ("init", "gpt2 (N(0, 0.02), scaled residual projections) or pytorch (module defaults)",
+       cxxopts::value<std::string>()->default_value("gpt2"));
+  o.add_options("sample")
+      ("checkpoint", "checkpoint directory (sample, eval)", cxxopts::value<std::string>()->default_value(""))
+      ("prompt", "text to continue (default: a line break)", cxxopts::value<std::string>()->default_value(""))
+      ("temperature", "softmax temperature (0: the most likely token)", cxxopts::value<double>()->default_value("0.8"))
+      ("top-k", "sample among the k most likely tokens (0: all)", cxxopts::value<int64_t>()->default_value("0"))
+      ("top-p", "sample among the most likely tokens holding this probability (1: all)",
+       cxxopts::value<double>()->default_value("1"))
+      ("max-len", "new tokens to generate", cxxopts::value<int64_t>()->default_value("300"));
+  o.add_options()("h,help", "show this help")
+      ("log-every", "progress lines and JSON log records every N steps", cxxopts::value<int64_t>()->default_value("50"));
+  add_train_flags(o, default_training());
+  return o;
+}
+
+// The fortune files (not their .dat indexes or .u8 links), in name order.
+std::string read_fortunes() {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(kFortunesDir, ec)) {
+    const std::string ext = e.path().extension().string();
+    if (e.is_regular_file() && !e.is_symlink() && ext != ".dat" && ext != ".u8") files.push_back(e.path().string());
+  }
+  if (files.empty())
+    fail<IOError>("data", "no fortune files in {}; hint: install the default corpus (sudo scripts/setup, or apt-get "
+                  "install fortunes-min fortunes), or pass --data FILE", kFortunesDir);
+  std::sort(files.begin(), files.end());
+  std::string text;
+  for (const auto& f : files) text += read_text_file(f);
+  return text;
+}
+
+std::string read_data(const std::string& path) { return path.empty() ? read_fortunes() : read_text_file(path); }
+
+GPTConfig model_from(const cxxopts::ParseResult& r) {
+  GPTConfig c = default_model();
+  c.context = cli::flag_in_range<int64_t>(r, "context", 1, 1 << 16);
+  c.d_model = cli::flag_in_range<int64_t>(r, "d-model", 1, 1 << 14);
+  c.heads = cli::flag_in_range<int64_t>(r, "heads", 1, 1 << 10);
+  c.d_ff = cli::flag_in_range<int64_t>(r, "d-ff", 1, 1 << 16);
+  c.layers = cli::flag_in_range<int64_t>(r, "layers", 1, 64);
+  c.dropout = cli::flag_in_range<double>(r, "dropout", 0.0, 0.99);
+  const std::string pos = r["positions"].as<std::string>();
+  if (pos != "learned" && pos != "sinusoidal")
+    fail<ValueError>("flags", "--positions must be learned or sinusoidal, got '{}'", pos);
+  c.positions = pos == "learned" ? PositionalEncoding::Kind::learned : PositionalEncoding::Kind::sinusoidal;
+  c.tie_embeddings = r.count("untied") == 0;
+  const std::string init = r["init"].as<std::string>();
+  if (init != "gpt2" && init != "pytorch") fail<ValueError>("flags", "--init must be gpt2 or pytorch, got '{}'", init);
+  c.init = init == "gpt2" ? GPTInit::gpt2 : GPTInit::pytorch;
+  c.validate();
+  return c;
+}
+
+// Cross-entropy of the held-out tokens under the training part's token
+// frequencies (add-one smoothed): the loss a model without context reaches.
+double unigram_baseline(const TokenWindows& w, int64_t vocab) {
+  std::vector<double> count(static_cast<size_t>(vocab), 1.0);
+  const auto& ids = w.ids();
+  for (int64_t i = 0; i < w.train_tokens(); ++i) count[ids[i]] += 1;
+  const double total = static_cast<double>(w.train_tokens() + vocab);
+  double nats = 0;
+  for (size_t i = static_cast<size_t>(w.train_tokens()); i < ids.size(); ++i) nats -= std::log(count[ids[i]] / total);
+  return nats / static_cast<double>(w.heldout_tokens());
+}
+
+// Prints each token's text as it is drawn (a subword's text may only be
+// known once the next arrives, so the decoded whole is compared with what was printed).
+class Streamer {
+ public:
+  explicit Streamer(const LMTokenizer& tok) : tok_(tok) {}
+  void operator()(int32_t id) {
+    ids_.push_back(id);
+    const std::string text = tok_.decode(ids_);
+    if (text.size() > printed_.size() && text.starts_with(printed_)) {
+      std::fwrite(text.data() + printed_.size(), 1, text.size() - printed_.size(), stdout);
+      std::fflush(stdout);
+      printed_ = text;
+    }
+  }
+
+ private:
+  const LMTokenizer& tok_;
+  std::vector<int32_t> ids_;
+  std::string printed_;
+};
+
+void print_sample(GPT& model, const LMTokenizer& tok, const std::vector<int32_t>& prompt, const SampleOptions& so,
+                  uint64_t seed) {
+  Generator gen(seed);
+  const std::string shown = tok.decode(prompt);
+  std::fwrite(shown.data(), 1, shown.size(), stdout);
+  Streamer stream(tok);
+  generate(model, prompt, so, gen, std::ref(stream));
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+}
+
+nlohmann::json task_json(const cxxopts::ParseResult& r, const std::string& data, const LMTokenizer& tok, double heldout) {
+  return {{"task", "lm"}, {"data", data.empty() ? std::string("fortunes") : data}, {"tokenizer", tok.kind()},
+          {"vocab_size", tok.vocab_size()}, {"heldout", heldout}, {"seed", r["seed"].as<uint64_t>()}};
+}
+
+int train(const cxxopts::ParseResult& r) {
+  TrainOptions opt = train_options_from(r, default_training());
+  if (opt.on_nonfinite != OnNonfinite::stop) fail<ValueError>("flags", "lm supports only --on-nonfinite stop");
+  opt.log_every = cli::flag_in_range<int64_t>(r, "log-every", 1, int64_t{1} << 40);
+  GPTConfig cfg = model_from(r);
+  const double heldout = cli::flag_in_range<double>(r, "heldout", 1e-6, 0.5);
+  LMTokenizerOptions to;
+  to.kind = r["tokenizer"].as<std::string>();
+  to.vocab_size = r["vocab-size"].as<int64_t>();
+  if (to.vocab_size == 0 && to.kind != "char") to.vocab_size = 1000;
+  check_outputs_writable(opt);
+  const std::string kernel = configure_threads(opt.threads);
+
+  const std::string path = r["data"].as<std::string>();
+  std::unique_ptr<LMTokenizer> tok;
+  std::unique_ptr<TokenWindows> data;
+  {
+    const std::string text = read_data(path);
+    if (opt.resume) tok = load_lm_tokenizer(opt.checkpoint_dir);
+    else tok = train_lm_tokenizer(text, to);
+    data = std::make_unique<TokenWindows>(tok->encode(text), cfg.context, heldout);
+  }
+  cfg.vocab = tok->vocab_size();
+  if (!opt.checkpoint_dir.empty() && !opt.resume) tok->save(opt.checkpoint_dir);
+
+  Generator init_gen(opt.seed);
+  auto gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xda7au));
+  GPT model(cfg, init_gen, gen);
+  fmt::print("lm: {} | {} tokens ({} train, {} held out), tokenizer {} with {} tokens | model {} parameters "
+             "({} layers, d_model {}, {} heads, context {}) | {} thread(s), BLAS kernel {}\n",
+             path.empty() ? std::string("fortunes") : path, data->ids().size(), data->train_tokens(),
+             data->heldout_tokens(), tok->kind(), tok->vocab_size(), model.num_parameters(), cfg.layers, cfg.d_model,
+             cfg.heads, cfg.context, opt.threads, kernel);
+  fmt::print("unigram baseline: held-out loss {:.4f}\n", unigram_baseline(*data, cfg.vocab));
+  std::fflush(stdout);
+
+  const LMTrainSummary s = train_lm(model, gen, *data, *tok, opt, task_json(r, path, *tok, heldout));
+  if (s.steps < opt.steps) return 0;
+  fmt::print("done: {} steps in {} ({:.1f} s); held-out {}\n", s.steps, cli::format_duration(s.seconds), s.seconds,
+             eval_summary(s.last_eval));
+  if (opt.samples > 0) {
+    fmt::print("sample:\n");
+    print_sample(model, *tok, tok->encode("\n"), SampleOptions{}, opt.seed);
+  }
+  return 0;
+}
+
+struct Loaded {
+  std::unique_ptr<GPT> model;
+  std::unique_ptr<LMTokenizer> tokenizer;
+  nlohmann::json task;
+};
+
+Loaded load_model(const std::string& path) {
+  if (path.empty()) fail<ValueError>("flags", "--checkpoint is required; hint: the --checkpoint-dir used in training");
+  const Checkpoint c = load_checkpoint(path, false);
+  Loaded l;
+  l.task = c.meta.task;
+  l.tokenizer = load_lm_tokenizer(std::filesystem::path(c.model_path).parent_path().string());
+  Generator gen(0);
+  l.model = std::make_unique<GPT>(GPTConfig::from_json(c.meta.config), gen);
+  if (l.model->config.vocab != l.tokenizer->vocab_size())
+    fail<IOError>("checkpoint", "{}: the model has {} tokens, its tokenizer {}", c.model_path, l.model->config.vocab,
+                  l.tokenizer->vocab_size());
+  l.model->load_state_dict(c.model);
+  l.model->eval();
+  return l;
+}
+
+int sample(const cxxopts::ParseResult& r) {
+  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
+  SampleOptions so;
+  so.temperature = cli::flag_in_range<double>(r, "temperature", 0.0, 100.0);
+  so.top_k = cli::flag_in_range<int64_t>(r, "top-k", 0, int64_t{1} << 31);
+  so.top_p = cli::flag_in_range<double>(r, "top-p", 1e-9, 1.0);
+  so.max_new = cli::flag_in_range<int64_t>(r, "max-len", 0, int64_t{1} << 31);
+  Loaded l = load_model(r["checkpoint"].as<std::string>());
+  const std::string text = r["prompt"].as<std::string>();
+  const std::vector<int32_t> prompt = l.tokenizer->encode(text.empty() ? "\n" : text);
+  print_sample(*l.model, *l.tokenizer, prompt, so, r["seed"].as<uint64_t>());
+  return 0;
+}
+
+int eval(const cxxopts::ParseResult& r) {
+  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
+  const int64_t batch = cli::flag_in_range<int64_t>(r, "batch-size", 1, 1 << 16);
+  Loaded l = load_model(r["checkpoint"].as<std::string>());
+  std::string path = r["data"].as<std::string>();
+  double heldout = 0.1;
+  try {
+    if (path.empty() && l.task.at("data").get<std::string>() != "fortunes") path = l.task.at("data").get<std::string>();
+    heldout = l.task.at("heldout").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    fail<IOError>("checkpoint", "bad task metadata: {}", e.what());
+  }
+  const TokenWindows data(l.tokenizer->encode(read_data(path)), l.model->config.context, heldout);
+  const LMEval e = evaluate_lm(*l.model, data, *l.tokenizer, r.count("eval-size") ? r["eval-size"].as<int64_t>() : 0,
+                               batch);
+  fmt::print("held-out ({}, last {:.0f}%): {}\n", path.empty() ? std::string("fortunes") : path, 100 * heldout,
+             eval_summary(e));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cli::guarded_main("lm", [&] {
+    const auto parsed = cli::parse_mode_and_flags(argc, argv, {"train", "sample", "eval"}, "train, sample or eval",
+                                                   make_options);
+    if (!parsed) return 0;
+    const auto& [mode, result, inputs] = *parsed;
+    if (!inputs.empty()) fail<ValueError>("flags", "unexpected argument '{}' for mode {}", inputs[0], mode);
+    if (mode == "train") return train(result);
+    if (mode == "sample") return sample(result);
+    return eval(result);
+  });
+}

@@ -1,0 +1,138 @@
+#include <attograd/nn/gpt.h>
+
+#include <cmath>
+
+#include <attograd/nn/init.h>
+
+namespace attograd {
+
+// ---- config -------------------------------------------------------------------------
+
+void GPTConfig::validate() const {
+  auto positive = [](const char* name, int64_t v) {
+    if (v <= 0) fail<ValueError>("GPTConfig", "{} must be positive, got {}", name, v);
+  };
+  positive("vocab", vocab);
+  positive("context", context);
+  positive("d_model", d_model);
+  positive("heads", heads);
+  positive("d_ff", d_ff);
+  positive("layers", layers);
+  if (d_model % heads != 0)
+    fail<ValueError>("GPTConfig", "heads ({}) must divide d_model ({}); hint: try heads = {}", heads, d_model,
+                     d_model % 4 == 0 ? 4 : 1);
+  if (!(dropout >= 0 && dropout < 1)) fail<ValueError>("GPTConfig", "dropout must be in [0, 1), got {}", dropout);
+}
+
+nlohmann::json GPTConfig::to_json() const {
+  return {{"vocab", vocab}, {"context", context}, {"d_model", d_model}, {"heads", heads}, {"d_ff", d_ff},
+          {"layers", layers}, {"dropout", dropout},
+          {"positions", positions == PositionalEncoding::Kind::learned ? "learned" : "sinusoidal"},
+          {"tie_embeddings", tie_embeddings}, {"init", init == GPTInit::gpt2 ? "gpt2" : "pytorch"},
+          {"layer_norm_eps", layer_norm_eps}};
+}
+
+GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
+  GPTConfig c;
+  try {
+    c.vocab = j.at("vocab").get<int64_t>();
+    c.context = j.at("context").get<int64_t>();
+    c.d_model = j.at("d_model").get<int64_t>();
+    c.heads = j.at("heads").get<int64_t>();
+    c.d_ff = j.at("d_ff").get<int64_t>();
+    c.layers = j.at("layers").get<int64_t>();
+    c.dropout = j.at("dropout").get<double>();
+    const std::string pos = j.at("positions").get<std::string>();
+    if (pos != "learned" && pos != "sinusoidal")
+      fail<ValueError>("GPTConfig", "unknown positions '{}'; hint: learned or sinusoidal", pos);
+    c.positions = pos == "learned" ? PositionalEncoding::Kind::learned : PositionalEncoding::Kind::sinusoidal;
+    c.tie_embeddings = j.at("tie_embeddings").get<bool>();
+    const std::string init = j.at("init").get<std::string>();
+    if (init != "pytorch" && init != "gpt2") fail<ValueError>("GPTConfig", "unknown init '{}'; hint: pytorch or gpt2", init);
+    c.init = init == "gpt2" ? GPTInit::gpt2 : GPTInit::pytorch;
+    c.layer_norm_eps = j.value("layer_norm_eps", 1e-5);
+  } catch (const nlohmann::json::exception& e) {
+    fail<ValueError>("GPTConfig", "bad config JSON: {}", e.what());
+  }
+  c.validate();
+  return c;
+}
+
+// ---- block ------------------------------------------------------------------------------
+
+GPTBlock::GPTBlock(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dg) : Module("GPTBlock") {
+  ln1 = register_module("ln1", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
+  attn = register_module("attn", std::make_shared<MultiHeadAttention>(
+                                     MHAConfig{.embed_dim = c.d_model, .num_heads = c.heads, .dropout = c.dropout,
+                                               .dropout_gen = dg},
+                                     gen));
+  ln2 = register_module("ln2", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
+  mlp = register_module("mlp", std::make_shared<FeedForward>(c.d_model, c.d_ff, c.dropout, Activation::gelu, gen, dg));
+  drop1 = register_module("drop1", std::make_shared<Dropout>(c.dropout, dg));
+  drop2 = register_module("drop2", std::make_shared<Dropout>(c.dropout, dg));
+}
+
+Tensor GPTBlock::forward(const Tensor& x, AttentionCache* cache) {
+  // x = x + Drop(CausalSelfAttn(LN1(x)));  x = x + Drop(MLP(LN2(x)))
+  MHAOptions o;
+  o.is_causal = true;
+  o.cache = cache;
+  const Tensor h1 = ln1->forward(x);
+  const Tensor h = x + drop1->forward(attn->forward(h1, h1, h1, o).out);
+  return h + drop2->forward(mlp->forward(ln2->forward(h)));
+}
+
+// ---- model ------------------------------------------------------------------------------
+
+GPT::GPT(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dg) : Module("GPT"), config(c) {
+  config.validate();
+  if (c.dropout > 0 && !dg) dg = std::make_shared<Generator>(gen.next_u64());
+  tok_embed = register_module("tok_embed", std::make_shared<Embedding>(c.vocab, c.d_model, gen));
+  pos = register_module("pos", std::make_shared<PositionalEncoding>(c.context, c.d_model, c.positions, gen));
+  drop = register_module("drop", std::make_shared<Dropout>(c.dropout, dg));
+  blocks = register_module("blocks", std::make_shared<ModuleList<GPTBlock>>());
+  for (int64_t i = 0; i < c.layers; ++i) blocks->push_back(std::make_shared<GPTBlock>(c, gen, dg));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
+  lm_head = register_module("lm_head", std::make_shared<Linear>(c.d_model, c.vocab, gen, /*bias=*/false));
+  if (c.init == GPTInit::gpt2) init_gpt2(gen);
+  if (c.tie_embeddings) lm_head->weight = lm_head->replace_parameter("weight", tok_embed->weight);
+}
+
+void GPT::init_gpt2(Generator& gen) {
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.layers));
+  init::normal_(tok_embed->weight, 0.0, 0.02, gen);
+  if (config.positions == PositionalEncoding::Kind::learned) init::normal_(pos->table, 0.0, 0.02, gen);
+  auto linear = [&](Linear& l, double std) {
+    init::normal_(l.weight, 0.0, std, gen);
+    if (l.bias.defined()) init::zeros_(l.bias);
+  };
+  for (const auto& b : *blocks) {
+    linear(*b->attn->q_proj, 0.02);
+    linear(*b->attn->k_proj, 0.02);
+    linear(*b->attn->v_proj, 0.02);
+    linear(*b->attn->out_proj, residual_std);
+    linear(*b->mlp->linear1, 0.02);
+    linear(*b->mlp->linear2, residual_std);
+  }
+  linear(*lm_head, 0.02);
+}
+
+Tensor GPT::forward(const Tensor& ids, KVCache* cache) {
+  if (ids.dim() != 2) fail<ShapeError>("GPT", "expected ids [B, T], got {}", shape_str(ids.shape()));
+  if (ids.dtype() != DType::i64) fail<DTypeError>("GPT", "expected i64 ids, got {}", dtype_name(ids.dtype()));
+  if (cache && cache->self_attn.size() != blocks->size())
+    fail<ValueError>("GPT", "cache has {} layers, the model {}; hint: use model.make_cache()", cache->self_attn.size(),
+                     blocks->size());
+  const int64_t start = cache ? cache->length() : 0;
+  if (start + ids.size(1) > config.context)
+    fail<ShapeError>("GPT", "positions [{}, {}) exceed the context of {} tokens; hint: feed at most {} tokens", start,
+                     start + ids.size(1), config.context, config.context);
+  // x = Drop(TokEmbed(ids) + Pos(start..start+T-1))      ids [B, T] -> x [B, T, E]
+  Tensor x = drop->forward(pos->forward(tok_embed->forward(ids), start));
+  for (size_t i = 0; i < blocks->size(); ++i) x = (*blocks)[i].forward(x, cache ? &cache->self_attn[i] : nullptr);
+  return lm_head->forward(ln_f->forward(x));  // [B, T, V]
+}
+
+std::string GPT::extra_repr() const { return config.to_json().dump(); }
+
+}  // namespace attograd

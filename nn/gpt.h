@@ -1,0 +1,83 @@
+// A decoder-only Transformer language model (GPT-2's layout), batch-first.
+//
+// Shape legend: B batch, T sequence length (≤ context), E = d_model,
+// F = d_ff, H heads, V vocab; ids are i64 [B, T].
+//   GPT.forward(ids [B, T]) -> logits [B, T, V]
+//
+//   x = Drop(TokEmbed(ids) + Pos(0..T-1))
+//   per block (pre-LN):  x = x + Drop(CausalSelfAttn(LN1(x)));  x = x + Drop(MLP(LN2(x)))
+//   logits = LNf(x) · Wᵀ     (W = TokEmbed.weight when tied, else a bias-free Linear)
+//   MLP(x) = Linear2(Drop(GELU(Linear1(x))))    (GELU in its exact erf form)
+//
+// Init (GPTInit):
+//   pytorch: every module's PyTorch default (Embedding N(0, 1), Linear U(±1/√in),
+//            MultiheadAttention xavier with zero biases);
+//   gpt2:    GPT-2's: weights of Linear and Embedding N(0, 0.02²), biases 0, and the
+//            two residual projections of each block (attention out_proj, MLP linear2)
+//            N(0, (0.02/√(2·layers))²).
+#pragma once
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include <attograd/nn/attention.h>
+#include <attograd/nn/embedding.h>
+#include <attograd/nn/layers.h>
+#include <attograd/nn/linear.h>
+#include <attograd/nn/transformer.h>
+
+namespace attograd {
+
+enum class GPTInit { pytorch, gpt2 };
+
+struct GPTConfig {
+  int64_t vocab = 256;
+  int64_t context = 128;   // longest sequence (positions)
+  int64_t d_model = 128, heads = 4, d_ff = 512, layers = 4;
+  double dropout = 0.0;
+  PositionalEncoding::Kind positions = PositionalEncoding::Kind::learned;
+  bool tie_embeddings = true;
+  GPTInit init = GPTInit::pytorch;
+  double layer_norm_eps = 1e-5;
+
+  void validate() const;  // ValueError naming the bad field
+  nlohmann::json to_json() const;
+  static GPTConfig from_json(const nlohmann::json& j);
+};
+
+class GPTBlock : public Module {
+ public:
+  GPTBlock(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
+  // x [B, T, E] -> [B, T, E]. With a cache, x holds only the new step(s).
+  Tensor forward(const Tensor& x, AttentionCache* cache = nullptr);
+  std::shared_ptr<LayerNorm> ln1, ln2;
+  std::shared_ptr<MultiHeadAttention> attn;
+  std::shared_ptr<FeedForward> mlp;
+  std::shared_ptr<Dropout> drop1, drop2;
+};
+
+class GPT : public Module {
+ public:
+  GPT(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen = nullptr);
+  // ids [B, T] -> logits [B, T, V]. With a cache (make_cache()), ids are the
+  // new tokens only, their positions start at cache->length(), and the cache grows by T.
+  Tensor forward(const Tensor& ids, KVCache* cache = nullptr);
+  KVCache make_cache() const { return KVCache(blocks->size()); }
+
+  GPTConfig config;
+  std::shared_ptr<Embedding> tok_embed;
+  std::shared_ptr<PositionalEncoding> pos;
+  std::shared_ptr<Dropout> drop;
+  std::shared_ptr<ModuleList<GPTBlock>> blocks;
+  std::shared_ptr<LayerNorm> ln_f;
+  std::shared_ptr<Linear> lm_head;  // its weight is tok_embed.weight when tied
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  void init_gpt2(Generator& gen);
+};
+
+}  // namespace attograd

@@ -1,0 +1,117 @@
+// The lm program end to end, run as a subprocess: a tiny GPT trained on a few
+// KB for a few steps, deterministic seeded samples, exact resume, eval, and
+// one clear line with exit code 2 for every kind of bad input.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace attograd::testing;
+
+namespace {
+
+const std::string kProgram = std::string(ATTOGRAD_BIN_DIR) + "/lm";
+
+// A few KB of varied text.
+std::string small_text() {
+  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "from", "home"};
+  std::string text;
+  for (int i = 0; i < 600; ++i) {
+    text += words[(i * 7 + i / 13) % 13];
+    text += i % 11 == 10 ? ".\n" : " ";
+  }
+  return text;
+}
+
+// A tiny model and run; `extra` adds or overrides flags.
+std::vector<std::string> tiny_train(const std::string& data, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"train", "--data", data, "--context", "16", "--d-model", "16", "--heads", "2",
+                                   "--d-ff", "32", "--layers", "1", "--batch-size", "4", "--steps", "6",
+                                   "--warmup", "1", "--eval-every", "3", "--eval-size", "4", "--quiet", "--samples", "0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::vector<double> logged_losses(const std::string& path) {
+  std::vector<double> losses;
+  for (const std::string& line : lines_of(read_text(path))) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
+  }
+  return losses;
+}
+
+class LMProgram : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(kProgram)) << kProgram << " does not exist; build the lm target first";
+    write_text(dir / "text.txt", small_text());
+  }
+  ProgramOutcome run(const std::vector<std::string>& args) { return run_program(kProgram, args, dir.path); }
+  TempDir dir{"lm_cli"};
+};
+
+}  // namespace
+
+TEST_F(LMProgram, TrainsSamplesDeterministicallyAndEvaluates) {
+  const std::string ck = dir / "ck";
+  for (const char* tokenizer : {"char", "bpe"}) {
+    SCOPED_TRACE(tokenizer);
+    std::filesystem::remove_all(ck);
+    std::vector<std::string> extra = {"--checkpoint-dir", ck, "--tokenizer", tokenizer};
+    if (std::string(tokenizer) == "bpe") extra.insert(extra.end(), {"--vocab-size", "40"});
+    const ProgramOutcome t = run(tiny_train(dir / "text.txt", extra));
+    ASSERT_EQ(t.code, 0) << t.err;
+    EXPECT_TRUE(contains(t.out, "unigram baseline")) << t.out;
+    EXPECT_TRUE(contains(t.out, "perplexity")) << t.out;
+    EXPECT_TRUE(std::filesystem::exists(ck + "/tokenizer.json"));
+    const std::vector<std::string> sample = {"sample", "--checkpoint", ck, "--prompt", "the cat", "--max-len", "20",
+                                             "--seed", "7", "--top-k", "5", "--top-p", "0.9"};
+    const ProgramOutcome a = run(sample), b = run(sample);
+    ASSERT_EQ(a.code, 0) << a.err;
+    EXPECT_TRUE(a.out.starts_with("the cat")) << a.out;
+    EXPECT_GT(a.out.size(), std::string("the cat\n").size());
+    EXPECT_EQ(a.out, b.out);
+    const ProgramOutcome e = run({"eval", "--checkpoint", ck});
+    ASSERT_EQ(e.code, 0) << e.err;
+    EXPECT_TRUE(contains(e.out, "perplexity")) << e.out;
+    EXPECT_TRUE(contains(e.out, "bits/char")) << e.out;
+  }
+}
+
+TEST_F(LMProgram, ResumeContinuesExactly) {
+  const ProgramOutcome whole = run(tiny_train(dir / "text.txt", {"--checkpoint-dir", dir / "a", "--log", dir / "a.jsonl",
+                                                                 "--log-every", "1"}));
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  const std::vector<std::string> b = {"--checkpoint-dir", dir / "b", "--log", dir / "b.jsonl", "--log-every", "1"};
+  auto half = b, rest = b;
+  half.insert(half.end(), {"--stop-after", "2"});
+  rest.push_back("--resume");
+  ASSERT_EQ(run(tiny_train(dir / "text.txt", half)).code, 0);
+  const ProgramOutcome resumed = run(tiny_train(dir / "text.txt", rest));
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  const auto straight = logged_losses(dir / "a.jsonl"), stopped_and_resumed = logged_losses(dir / "b.jsonl");
+  ASSERT_EQ(straight.size(), 6u);
+  EXPECT_EQ(straight, stopped_and_resumed);
+}
+
+TEST_F(LMProgram, BadInputIsOneLineAndExitCode2) {
+  write_text(dir / "empty.txt", "");
+  expect_one_line_error(run(tiny_train(dir / "empty.txt", {})), "lm", "the text is empty");
+  write_text(dir / "binary.txt", std::string("ok\x00\xff\xfe text", 10));
+  expect_one_line_error(run(tiny_train(dir / "binary.txt", {})), "lm", "invalid UTF-8 lead byte 0xFF at byte 3");
+  expect_one_line_error(run(tiny_train(dir / "missing.txt", {})), "lm", "missing.txt");
+  expect_one_line_error(run(tiny_train(dir / "text.txt", {"--vocab-size", "500"})), "lm", "distinct characters");
+  expect_one_line_error(run(tiny_train(dir / "text.txt", {"--tokenizer", "bpe", "--vocab-size", "5000"})), "lm",
+                        "smaller --vocab-size");
+  write_text(dir / "short.txt", "tiny text\n");
+  expect_one_line_error(run(tiny_train(dir / "short.txt", {})), "lm", "shorter --context");
+  const std::string ck = dir / "ck";
+  ASSERT_EQ(run(tiny_train(dir / "text.txt", {"--checkpoint-dir", ck, "--steps", "2", "--eval-every", "0"})).code, 0);
+  expect_one_line_error(run({"sample", "--checkpoint", ck, "--prompt", std::string(20, 'a')}), "lm",
+                        "the prompt has 20 tokens, but the model's context is 16");
+  expect_one_line_error(run({"sample", "--checkpoint", ck, "--top-p", "0"}), "lm", "--top-p");
+  expect_one_line_error(run({"sample"}), "lm", "--checkpoint is required");
+  expect_one_line_error(run({"generate"}), "lm", "unknown mode 'generate'");
+}

@@ -1,0 +1,119 @@
+// The language model's tokenizers (data/lm_tokenizer.h, data/sentencepiece.h).
+// SentencePiece ids are checked against python3-sentencepiece's on the same
+// model files (tools/make_sentencepiece_fixtures.py).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <attograd/autograd/error.h>
+#include <attograd/data/lm_tokenizer.h>
+#include <attograd/data/sentencepiece.h>
+
+#include "test_util.h"
+
+using namespace attograd;
+using namespace attograd::testing;
+
+namespace {
+
+const std::string kFixtures = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/sentencepiece/";
+
+std::vector<int32_t> as_ids(const nlohmann::json& j) { return j.get<std::vector<int32_t>>(); }
+
+}  // namespace
+
+TEST(CharLMTokenizer, CodePointsByFrequencyUnknownsAndRoundTrip) {
+  const std::string text = "süß, süß\n";
+  CharLMTokenizer tok = CharLMTokenizer::train(text);
+  // s ü ß , ' ' \n: s, ü and ß twice (byte order among equals), then the rest once.
+  EXPECT_EQ(tok.symbols(), (std::vector<std::string>{"s", "ß", "ü", "\n", " ", ","}));
+  EXPECT_EQ(tok.vocab_size(), 7);
+  const std::vector<int32_t> ids = tok.encode(text);
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 3, 2, 6, 5, 1, 3, 2, 4}));
+  EXPECT_EQ(tok.decode(ids), text);
+  EXPECT_EQ(tok.encode("sx"), (std::vector<int32_t>{1, 0}));
+  EXPECT_EQ(tok.decode(tok.encode("sx")), "s\xEF\xBF\xBD");
+  CharLMTokenizer top = CharLMTokenizer::train(text, 3);
+  EXPECT_EQ(top.symbols(), (std::vector<std::string>{"s", "ß"}));
+}
+
+TEST(CharLMTokenizer, InvalidUtf8NamesTheByteAndBadSizesAreRefused) {
+  expect_error<ValueError>([] { CharLMTokenizer::train("ab\xC3(z"); }, {"at byte 3"});
+  CharLMTokenizer tok = CharLMTokenizer::train("abc");
+  expect_error<ValueError>([&] { tok.encode("a\xFF"); }, {"invalid UTF-8 lead byte 0xFF at byte 1"});
+  expect_error<ValueError>([] { CharLMTokenizer::train(""); }, {"the text is empty"});
+  expect_error<ValueError>([] { CharLMTokenizer::train("abc", 9); }, {"3 distinct characters", "2..4"});
+  expect_error<IndexError>([&] { tok.decode(std::vector<int32_t>{4}); }, {"id 4 is outside"});
+}
+
+TEST(CharLMTokenizer, SavesAndLoadsThroughItsDirectory) {
+  TempDir dir("lmtok");
+  const std::string text = "line one\n\ttab \"quoted\" é\n";
+  auto tok = train_lm_tokenizer(text, {.kind = "char"});
+  tok->save(dir.path);
+  auto back = load_lm_tokenizer(dir.path);
+  EXPECT_EQ(back->kind(), "char");
+  EXPECT_EQ(back->vocab_size(), tok->vocab_size());
+  EXPECT_EQ(back->encode(text), tok->encode(text));
+  expect_error<IOError>([&] { load_lm_tokenizer(dir / "missing"); }, {"tokenizer.json"});
+  write_text(dir / "tokenizer.json", "{\"kind\": \"char\", \"symbols\": [\"ab\"]}");
+  expect_error<IOError>([&] { load_lm_tokenizer(dir.path); }, {"not one character"});
+}
+
+class SentencePieceFixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SentencePieceFixture, IdsEqualPythonSentencePieceOnTheSameModel) {
+  const std::string kind = GetParam();
+  const auto expected = nlohmann::json::parse(read_text(kFixtures + "expected.json"));
+  SentencePieceTokenizer sp = SentencePieceTokenizer::load(kFixtures + kind + ".model", kind);
+  EXPECT_EQ(sp.vocab_size(), expected.at("vocab_size").get<int64_t>());
+  const auto& probes = expected.at("probes");
+  for (size_t i = 0; i < probes.size(); ++i) {
+    const std::string text = probes[i].get<std::string>();
+    const std::vector<int32_t> ids = sp.encode(text);
+    EXPECT_EQ(ids, as_ids(expected.at(kind)[i])) << "probe " << i;
+    EXPECT_EQ(sp.decode(ids), expected.at(kind + "_decoded")[i].get<std::string>()) << "probe " << i;
+  }
+}
+
+TEST_P(SentencePieceFixture, TrainingHereGivesPythonsModel) {
+  const std::string kind = GetParam();
+  const auto expected = nlohmann::json::parse(read_text(kFixtures + "expected.json"));
+  auto sp = train_lm_tokenizer(read_text(kFixtures + "train.txt"), {.kind = kind, .vocab_size = 300});
+  EXPECT_EQ(sp->kind(), kind);
+  const auto& probes = expected.at("probes");
+  for (size_t i = 0; i < probes.size(); ++i)
+    EXPECT_EQ(sp->encode(probes[i].get<std::string>()), as_ids(expected.at(kind)[i])) << "probe " << i;
+  TempDir dir("spm");
+  sp->save(dir.path);
+  auto back = load_lm_tokenizer(dir.path);
+  EXPECT_EQ(back->kind(), kind);
+  const std::string text = "  two spaces,\nthen a new line\n\n";
+  EXPECT_EQ(back->encode(text), sp->encode(text));
+  EXPECT_EQ(back->decode(back->encode(text)), text);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, SentencePieceFixture, ::testing::Values("bpe", "unigram"));
+
+TEST(SentencePieceTokenizer, ChunkedEncodingOfALongTextEqualsLineByLine) {
+  SentencePieceTokenizer sp = SentencePieceTokenizer::load(kFixtures + "bpe.model", "bpe");
+  const std::string train = read_text(kFixtures + "train.txt");
+  std::string big;
+  while (big.size() < 200'000) big += train;
+  std::vector<int32_t> by_line;
+  for (size_t pos = 0; pos < big.size();) {
+    const size_t end = big.find('\n', pos) + 1;
+    const auto ids = sp.encode(std::string_view(big).substr(pos, end - pos));
+    by_line.insert(by_line.end(), ids.begin(), ids.end());
+    pos = end;
+  }
+  EXPECT_EQ(sp.encode(big), by_line);
+}
+
+TEST(SentencePieceTokenizer, BadInputIsAClearError) {
+  expect_error<ValueError>([] { train_lm_tokenizer("abc abc\n", {.kind = "bpe", .vocab_size = 5000}); },
+                           {"could not train a bpe vocabulary of 5000 pieces", "smaller --vocab-size"});
+  expect_error<ValueError>([] { train_lm_tokenizer("\n\n", {.kind = "unigram", .vocab_size = 100}); }, {"empty"});
+  expect_error<ValueError>([] { train_lm_tokenizer("text", {.kind = "wordpiece"}); }, {"unknown tokenizer 'wordpiece'"});
+  expect_error<ValueError>([] { train_lm_tokenizer("a\xC0z", {.kind = "bpe", .vocab_size = 10}); }, {"at byte 1"});
+}
