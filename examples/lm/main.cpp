@@ -87,8 +87,7 @@ cxxopts::Options make_options(const std::string& mode) {
       ("top-p", "sample among the most likely tokens holding this probability (1: all)",
        cxxopts::value<double>()->default_value("1"))
       ("max-len", "new tokens to generate", cxxopts::value<int64_t>()->default_value("300"));
-  o.add_options()("h,help", "show this help")
-      ("log-every", "progress lines and JSON log records every N steps", cxxopts::value<int64_t>()->default_value("50"));
+  o.add_options()("h,help", "show this help");
   add_train_flags(o, default_training());
   return o;
 }
@@ -184,7 +183,6 @@ nlohmann::json task_json(const cxxopts::ParseResult& r, const std::string& data,
 int train(const cxxopts::ParseResult& r) {
   TrainOptions opt = train_options_from(r, default_training());
   if (opt.on_nonfinite != OnNonfinite::stop) fail<ValueError>("flags", "lm supports only --on-nonfinite stop");
-  opt.log_every = cli::flag_in_range<int64_t>(r, "log-every", 1, int64_t{1} << 40);
   GPTConfig cfg = model_from(r);
   const double heldout = cli::flag_in_range<double>(r, "heldout", 1e-6, 0.5);
   LMTokenizerOptions to;
