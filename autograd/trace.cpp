@@ -59,12 +59,14 @@ void BackwardTrace::before(const Node& node, const Tensor& grad) {
   row.grad = grad_info(grad);
   row.node = &node;
   rows_.push_back(std::move(row));
-  start_ns_ = now_ns();
+  open_.emplace_back(rows_.size() - 1, now_ns());
 }
 
 void BackwardTrace::after(const Node& node, const Tensor&, const std::vector<Tensor>& input_grads) {
-  TraceRow& row = rows_.back();
-  row.micros = static_cast<double>(now_ns() - start_ns_) / 1000.0;
+  const auto [index, start_ns] = open_.back();
+  open_.pop_back();
+  TraceRow& row = rows_[index];
+  row.micros = static_cast<double>(now_ns() - start_ns) / 1000.0;
   row.freed_bytes = node.freed_bytes;
   for (const Tensor& g : input_grads) row.input_grads.push_back(grad_info(g));
 }

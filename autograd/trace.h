@@ -71,7 +71,10 @@ class BackwardTrace : public BackwardObserver {
  private:
   TraceOptions options_;
   std::vector<TraceRow> rows_;
-  int64_t start_ns_ = 0;
+  // The rows whose node is running, innermost last, with their start times: a
+  // backward can run inside another (create_graph's composite twins call
+  // grad() from a node's closure), so after() completes the row before() opened.
+  std::vector<std::pair<size_t, int64_t>> open_;
   BackwardObserverGuard guard_;  // last: installed once the rest is ready
 };
 

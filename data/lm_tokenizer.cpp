@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <attograd/autograd/error.h>
+#include <attograd/autograd/io/safetensors.h>
 #include <attograd/data/sentencepiece.h>
 #include <attograd/data/tokenizer.h>
 
@@ -17,13 +18,11 @@ namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD, how <unk> is shown
 
+// Atomic (write_file_atomic), so a killed run never leaves half a tokenizer beside its checkpoint.
 void write_json(const std::string& dir, const nlohmann::json& j) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  const std::string path = dir + "/tokenizer.json";
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << j.dump(1) << "\n";
-  if (!f.flush()) fail<IOError>("LMTokenizer::save", "cannot write {}", path);
+  write_file_atomic(dir + "/tokenizer.json", j.dump(1) + "\n");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <sentencepiece_trainer.h>
 
 #include <attograd/autograd/error.h>
+#include <attograd/autograd/io/safetensors.h>
 #include <attograd/data/tokenizer.h>
 
 namespace attograd {
@@ -121,19 +122,14 @@ std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids) const {
 
 int64_t SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 
+// Both files atomically (write_file_atomic), the model first, so tokenizer.json
+// never names a model that is not there.
 void SentencePieceTokenizer::save(const std::string& dir) const {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  const std::string path = dir + "/tokenizer.model";
-  {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(model_.data(), static_cast<std::streamsize>(model_.size()));
-    if (!f.flush()) fail<IOError>("SentencePieceTokenizer::save", "cannot write {}", path);
-  }
-  const std::string json = dir + "/tokenizer.json";
-  std::ofstream f(json, std::ios::binary | std::ios::trunc);
-  f << nlohmann::json{{"kind", kind_}, {"model", "tokenizer.model"}}.dump(1) << "\n";
-  if (!f.flush()) fail<IOError>("SentencePieceTokenizer::save", "cannot write {}", json);
+  write_file_atomic(dir + "/tokenizer.model", model_);
+  write_file_atomic(dir + "/tokenizer.json",
+                    nlohmann::json{{"kind", kind_}, {"model", "tokenizer.model"}}.dump(1) + "\n");
 }
 
 }  // namespace attograd

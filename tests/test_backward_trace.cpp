@@ -126,3 +126,26 @@ TEST(BackwardTrace, GuardScopesTheObserver) {
   }
   EXPECT_EQ(plain.to_vector<double>(), m.W1.grad().to_vector<double>());
 }
+
+// With create_graph, cross_entropy's backward differentiates its composite
+// twin through a grad() of its own: a walk inside the walk, seen by the same
+// trace. Each row still gets the gradients its own node sent: the
+// cross_entropy row sends dlogits [2, 3] to its one input, whatever ran in between
+// (before the fix, after() wrote into the last row opened: the twin's).
+TEST(BackwardTrace, NestedWalksCompleteTheirOwnRows) {
+  Tensor logits = Tensor::from_list({0.5, -1, 2, 0.1, 0.3, -0.7}, {2, 3}, DType::f64).requires_grad_();
+  Tensor targets = Tensor::from_list({2, 0}, {2}, DType::i64);
+  Tensor loss = cross_entropy(logits, targets);
+  BackwardTrace trace;
+  loss.backward({}, /*retain_graph=*/false, /*create_graph=*/true);
+  const TraceRow* ce = nullptr;
+  for (const TraceRow& r : trace.rows())
+    if (r.op == "cross_entropy" && !ce) ce = &r;
+  ASSERT_NE(ce, nullptr);
+  EXPECT_GT(trace.rows().size(), 2u) << "the twin's own nodes are traced too";
+  ASSERT_EQ(ce->input_grads.size(), 1u);
+  ASSERT_TRUE(ce->input_grads[0].defined);
+  EXPECT_EQ(ce->input_grads[0].shape, (Shape{2, 3}));
+  EXPECT_NEAR(ce->input_grads[0].norm, norm(logits.grad()), 1e-12);
+  EXPECT_GT(ce->micros, 0.0);
+}

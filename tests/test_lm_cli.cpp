@@ -107,6 +107,9 @@ TEST_F(LMProgram, BadInputIsOneLineAndExitCode2) {
                         "smaller --vocab-size");
   write_text(dir / "short.txt", "tiny text\n");
   expect_one_line_error(run(tiny_train(dir / "short.txt", {})), "lm", "shorter --context");
+  // Shared train flags lm's own loop does not implement are refused, not ignored.
+  expect_one_line_error(run(tiny_train(dir / "text.txt", {"--trace-backward"})), "lm", "--trace-backward");
+  expect_one_line_error(run(tiny_train(dir / "text.txt", {"--label-smoothing", "0.1"})), "lm", "--label-smoothing");
   const std::string ck = dir / "ck";
   ASSERT_EQ(run(tiny_train(dir / "text.txt", {"--checkpoint-dir", ck, "--steps", "2", "--eval-every", "0"})).code, 0);
   expect_one_line_error(run({"sample", "--checkpoint", ck, "--prompt", std::string(20, 'a')}), "lm",

@@ -415,7 +415,7 @@ Trainer::Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_g
                     train.options().batch_size, loader_.options().batch_size));
   if (leads()) log_.open(opt.log_path, opt.resume);
   first_ = state_.step + 1;
-  views_pending_ = opt.views.any();
+  views_pending_ = opt.views.any() && leads();  // one rank draws and traces (the files are shared)
   last_ = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
 }
 

@@ -16,6 +16,7 @@
 
 #include <attograd/data/lm_tokenizer.h>
 #include <attograd/data/token_windows.h>
+#include <attograd/dist/communicator.h>
 #include <attograd/nn/gpt.h>
 #include "examples/common/checkpoint.h"
 #include "examples/common/cli.h"
@@ -183,6 +184,13 @@ nlohmann::json task_json(const cxxopts::ParseResult& r, const std::string& data,
 int train(const cxxopts::ParseResult& r) {
   TrainOptions opt = train_options_from(r, default_training());
   if (opt.on_nonfinite != OnNonfinite::stop) fail<ValueError>("flags", "lm supports only --on-nonfinite stop");
+  // lm has its own loop (lm_train.h), without the shared Trainer's data parallelism,
+  // backprop views and label smoothing: refuse them rather than ignore them.
+  if (dist::world().size() > 1)
+    fail<ValueError>("lm", "lm does not train data-parallel yet, and under mpirun each of the {} processes would "
+                     "train its own copy; hint: run lm as one process", dist::world().size());
+  if (opt.views.any()) fail<ValueError>("flags", "lm does not support --graph-out or --trace-backward yet");
+  if (opt.label_smoothing != 0.0) fail<ValueError>("flags", "lm does not support --label-smoothing");
   GPTConfig cfg = model_from(r);
   const double heldout = cli::flag_in_range<double>(r, "heldout", 1e-6, 0.5);
   LMTokenizerOptions to;
