@@ -83,9 +83,11 @@ class Grads {
   // A tensor the closure saved, ready for its math: `saved` itself in a plain
   // backward; while a graph is being created, `saved` reconnected to the graph
   // (like PyTorch's SavedVariable). input(i, saved): saved holds input i's
-  // values (x.detach() or a contiguous copy, x's shape); output(saved): saved
-  // holds this op's output (out.detach()).
+  // values (x.detach() or a contiguous copy, x's shape; another shape is an
+  // AutogradError while a graph is being created).
   Tensor input(size_t i, const Tensor& saved) const;
+  // The same for a saved copy of this op's output (out.detach()): `saved`
+  // itself in a plain backward, else `saved` reconnected to this node.
   Tensor output(const Tensor& saved) const;
 
  private:
@@ -121,6 +123,8 @@ class NoGradGuard {
 // it evaluates gradients inside gradcheck's no-grad evaluations.
 class GradModeGuard {
  public:
+  // Remembers this thread's grad mode and sets it to `enabled`; the
+  // destructor puts the remembered mode back.
   explicit GradModeGuard(bool enabled) : prev_(GradMode::enabled()) { GradMode::set_enabled(enabled); }
   ~GradModeGuard() { GradMode::set_enabled(prev_); }
   GradModeGuard(const GradModeGuard&) = delete;
@@ -160,12 +164,20 @@ class AnomalyGuard {
 class BackwardObserver {
  public:
   virtual ~BackwardObserver() = default;
+  // Called just before node's backward runs; grad is dL/d(node's output).
   virtual void before(const Node& node, const Tensor& grad) = 0;
+  // Called once node's backward has run and been released: input_grads[i] is
+  // what it sent to input i (undefined: nothing).
   virtual void after(const Node& node, const Tensor& grad, const std::vector<Tensor>& input_grads) = 0;
 };
+// The observer installed on this thread (the innermost live
+// BackwardObserverGuard's), or null when there is none.
 BackwardObserver* backward_observer();
+// Installs a BackwardObserver on this thread while it lives; the previous one
+// (or none) comes back after. It does not own the observer, which must outlive it.
 class BackwardObserverGuard {
  public:
+  // Makes `observer` this thread's observer (null: none) until the guard dies.
   explicit BackwardObserverGuard(BackwardObserver* observer);
   ~BackwardObserverGuard();
   BackwardObserverGuard(const BackwardObserverGuard&) = delete;
@@ -194,6 +206,8 @@ bool all_finite(const Tensor& t);
 // differentiated again.
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph, bool create_graph = false);
 
+// Options of grad(): whether the graph is kept, whether the gradients get a
+// graph of their own, and what an input the outputs do not reach gives.
 struct GradOptions {
   bool retain_graph = false;  // keep the graph for another backward (create_graph implies it)
   bool create_graph = false;  // record the backward pass: the gradients have a graph of their own

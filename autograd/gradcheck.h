@@ -90,6 +90,10 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 GradcheckReport gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 
+// Checks fn's second derivatives by gradcheck on h (see above), u and the v_i
+// drawn from a Generator seeded with `seed`. An output that is not a defined
+// floating tensor is a ValueError; with options.raise_on_failure a failure
+// throws GradcheckError.
 GradcheckReport gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                               const GradcheckOptions& options = {}, uint64_t seed = 0x5eed);
 

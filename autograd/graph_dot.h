@@ -26,6 +26,8 @@
 
 namespace attograd {
 
+// What to_dot() draws (see above). collapse_repeats without `names` makes
+// to_dot throw a ValueError.
 struct DotOptions {
   TensorNames names;                     // leaf names, e.g. Module::parameter_names()
   bool constants = true;                 // draw the inputs that need no gradient

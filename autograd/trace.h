@@ -30,13 +30,17 @@ using TensorNames = std::unordered_map<const void*, std::string>;
 // The name of the leaf an AccumulateGrad node adds into, if `names` has it.
 std::string leaf_name(const Node& node, const TensorNames& names);
 
+// A gradient as a trace shows it: shape and L2 norm (defined false: none).
 struct GradInfo {
   bool defined = false;
   Shape shape;
   double norm = 0;  // L2 norm over all elements, in double
 };
+// g's shape and L2 norm, summed in double (0 for an integer tensor); an
+// undefined g gives defined = false.
 GradInfo grad_info(const Tensor& g);
 
+// One node of a BackwardTrace, as before() and after() filled it (see above).
 struct TraceRow {
   int64_t step = 0;             // 0, 1, ...: the order the engine ran the nodes
   std::string op;               // Node::name
@@ -48,16 +52,21 @@ struct TraceRow {
   const Node* node = nullptr;   // identity only (to_dot matches rows to nodes); do not dereference
 };
 
+// How a BackwardTrace labels its rows: `names` names the leaves' AccumulateGrad rows.
 struct TraceOptions {
   TensorNames names;
 };
 
+// Records every backward on this thread while it lives (see above).
 class BackwardTrace : public BackwardObserver {
  public:
+  // Starts recording: this trace is the thread's BackwardObserver until it dies.
   explicit BackwardTrace(TraceOptions options = {});
+  // Neither copied nor moved: the engine holds the trace by address.
   BackwardTrace(const BackwardTrace&) = delete;
   BackwardTrace& operator=(const BackwardTrace&) = delete;
 
+  // The rows so far, one per node, in the order the engine ran them.
   const std::vector<TraceRow>& rows() const { return rows_; }
   // Fixed-width columns: step, op, grad in, grads out, time, freed.
   std::string table() const;
@@ -65,7 +74,9 @@ class BackwardTrace : public BackwardObserver {
   // "input_grads":[{"shape":[2,3],"norm":2.44},null],"us":1.5,"freed_bytes":0}
   void write_jsonl(std::ostream& out) const;
 
+  // Opens the node's row: step, op, leaf name and the gradient that arrived.
   void before(const Node& node, const Tensor& grad) override;
+  // Completes the row before() opened: time, freed bytes, the gradients sent on.
   void after(const Node& node, const Tensor& grad, const std::vector<Tensor>& input_grads) override;
 
  private:

@@ -18,17 +18,25 @@ class SentencePieceProcessor;
 
 namespace attograd {
 
+// The bpe and unigram kinds: a SentencePiece model that keeps the text as it
+// is (see the file comment), id 0 being <unk>.
 class SentencePieceTokenizer : public LMTokenizer {
  public:
   // kind "bpe" or "unigram"; ValueError when the text cannot give vocab_size pieces.
   static SentencePieceTokenizer train(std::string_view text, const std::string& kind, int64_t vocab_size);
   // A .model file (SentencePiece's own format, as python's sentencepiece writes it).
   static SentencePieceTokenizer load(const std::string& model_path, const std::string& kind);
+  // Takes over the model; the moved-from tokenizer may only be destroyed.
   SentencePieceTokenizer(SentencePieceTokenizer&&) noexcept;
   ~SentencePieceTokenizer() override;
 
+  // text -> piece ids, 0 for an unknown character (encoded in chunks of about
+  // 64 KiB cut after a "\n", which gives the same ids); ValueError when
+  // SentencePiece fails.
   std::vector<int32_t> encode(std::string_view text) const override;
+  // ids -> text, <unk> as " ⁇ "; IndexError for an id outside [0, vocab_size()).
   std::string decode(std::span<const int32_t> ids) const override;
+  // The model's number of pieces, <unk> and the control pieces included.
   int64_t vocab_size() const override;
   std::string kind() const override { return kind_; }
   void save(const std::string& dir) const override;  // tokenizer.json + tokenizer.model

@@ -18,11 +18,16 @@ namespace attograd {
 // The whole file; IOError naming it when it cannot be read.
 std::string read_text_file(const std::string& path);
 
+// B windows of T + 1 tokens, split into the model's input and its
+// next-token target.
 struct LMBatch {
   Tensor input;   // [B, T] i64
   Tensor target;  // [B, T] i64, input shifted left by one
 };
 
+// A tokenized text: a training head and a held-out tail, read as windows of
+// context + 1 consecutive tokens (random ones for training, consecutive
+// non-overlapping ones for evaluation).
 class TokenWindows {
  public:
   // The last heldout_fraction of the tokens are held out. ValueError (with a
@@ -31,13 +36,19 @@ class TokenWindows {
 
   // B windows starting at uniformly random offsets of the training part.
   LMBatch sample(int64_t batch, Generator& gen) const;
-  // The held-out part as consecutive non-overlapping windows: windows [first, first + count).
+  // How many consecutive non-overlapping windows the held-out part holds.
   int64_t heldout_windows() const;
+  // The held-out part's windows [first, first + count) as input, target
+  // [count, T]; IndexError when they are outside [0, heldout_windows()).
   LMBatch heldout_batch(int64_t first, int64_t count) const;
 
+  // T: the tokens of an input (a window holds T + 1).
   int64_t context() const { return context_; }
+  // Tokens in the training part (the head of ids()).
   int64_t train_tokens() const { return split_; }
+  // Tokens in the held-out part (the tail of ids()).
   int64_t heldout_tokens() const { return static_cast<int64_t>(ids_.size()) - split_; }
+  // Every token of the text, the training part first.
   const std::vector<int32_t>& ids() const { return ids_; }
 
  private:

@@ -29,8 +29,11 @@
 
 namespace attograd {
 
+// How GPT draws its initial weights: each module's PyTorch default, or
+// GPT-2's scheme (Init in the file comment).
 enum class GPTInit { pytorch, gpt2 };
 
+// The model's shape and options; checkpoints store it as JSON.
 struct GPTConfig {
   int64_t vocab = 256;
   int64_t context = 128;   // longest sequence (positions)
@@ -42,12 +45,18 @@ struct GPTConfig {
   double layer_norm_eps = 1e-5;
 
   void validate() const;  // ValueError naming the bad field
+  // Every field by name (positions and init as strings), as checkpoints store it.
   nlohmann::json to_json() const;
+  // The inverse of to_json, validated; a missing field (all but layer_norm_eps
+  // are required), a bad value or an unknown positions or init is a ValueError.
   static GPTConfig from_json(const nlohmann::json& j);
 };
 
+// One pre-LN block: causal self-attention then the GELU MLP, each in a residual.
 class GPTBlock : public Module {
  public:
+  // A block of shape c; gen draws the initial weights, dropout_gen the dropout
+  // masks (may be null only when c.dropout is 0).
   GPTBlock(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   // x [B, T, E] -> [B, T, E]. With a cache, x holds only the new step(s).
   Tensor forward(const Tensor& x, AttentionCache* cache = nullptr);
@@ -57,12 +66,18 @@ class GPTBlock : public Module {
   std::shared_ptr<Dropout> drop1, drop2;
 };
 
+// The whole model: token and position embeddings, the blocks, a final
+// LayerNorm and the output projection to V logits.
 class GPT : public Module {
  public:
+  // The model for config c (validated: ValueError naming a bad field); gen draws
+  // the initial weights, dropout_gen the dropout masks (seeded from gen when null).
   GPT(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen = nullptr);
   // ids [B, T] -> logits [B, T, V]. With a cache (make_cache()), ids are the
   // new tokens only, their positions start at cache->length(), and the cache grows by T.
   Tensor forward(const Tensor& ids, KVCache* cache = nullptr);
+  // An empty cache with one self-attention cache per block, for incremental
+  // decoding with forward.
   KVCache make_cache() const { return KVCache(blocks->size()); }
 
   GPTConfig config;

@@ -36,6 +36,7 @@ struct TransformerConfig {
   // attention, as Ainslie et al. 2023 apply it: the encoder keeps no cache and
   // stays multi-head); divides heads, heads when unset.
   std::optional<int64_t> kv_heads;
+  // G: kv_heads, or heads when unset.
   int64_t decoder_kv_heads() const { return kv_heads.value_or(heads); }
   int64_t enc_layers = 2, dec_layers = 2;
   double dropout = 0.1;
@@ -54,15 +55,17 @@ struct TransformerConfig {
   static TransformerConfig from_json(const nlohmann::json& j);
 };
 
-// A model's parameters converted to grouped-query attention (Ainslie et al.
-// 2023): each decoder layer's self- and cross-attention k_proj, v_proj mean-
-// pooled from the config's decoder_kv_heads() to kv_heads groups (see
-// mean_pool_kv_heads); every other tensor unchanged. kv_heads must divide the
-// current K/V heads (so a multi-head model converts to any divisor of heads).
+// What to_grouped_query gives: the converted model's config and parameters.
 struct GroupedQueryModel {
   TransformerConfig config;  // kv_heads set
   TensorMap state;
 };
+// A model's parameters converted to grouped-query attention (Ainslie et al.
+// 2023): each decoder layer's self- and cross-attention k_proj, v_proj mean-
+// pooled from the config's decoder_kv_heads() to kv_heads groups (see
+// mean_pool_kv_heads); every other tensor unchanged. kv_heads must divide the
+// current K/V heads (so a multi-head model converts to any divisor of heads);
+// ValueError when it does not, or when state lacks a decoder k_proj/v_proj tensor.
 GroupedQueryModel to_grouped_query(const TransformerConfig& c, const TensorMap& state,
                                    int64_t kv_heads);
 
