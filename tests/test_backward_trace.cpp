@@ -69,7 +69,7 @@ TEST(BackwardTrace, RowsOfASmallMlp) {
   EXPECT_EQ(rows[7].grad.shape, (Shape{3, 4}));
   // relu saved its output [2, 4] f64, which nothing else holds once the matmul after it has run.
   EXPECT_GE(rows[3].freed_bytes, 2u * 4u * 8u);
-  for (const TraceRow& r : rows) EXPECT_GE(r.micros, 0.0);
+  for (const TraceRow& r : rows) EXPECT_GT(r.micros, 0.0) << r.op << " was never timed";
 }
 
 TEST(BackwardTrace, TableAndJsonLines) {
@@ -97,7 +97,10 @@ TEST(BackwardTrace, TableAndJsonLines) {
   EXPECT_NEAR(j["grad"]["norm"].get<double>(), norm(m.W2.grad()), 1e-12);
   const auto first_matmul = nlohmann::json::parse(lines[6]);
   EXPECT_TRUE(first_matmul["input_grads"][0].is_null());
-  EXPECT_TRUE(first_matmul["freed_bytes"].is_number_unsigned());
+  const auto relu = nlohmann::json::parse(lines[3]);  // freed its saved output (RowsOfASmallMlp)
+  EXPECT_EQ(relu["op"], "relu");
+  EXPECT_EQ(relu["freed_bytes"].get<size_t>(), trace.rows()[3].freed_bytes);
+  EXPECT_GT(relu["freed_bytes"].get<size_t>(), 0u);
 }
 
 TEST(BackwardTrace, GuardScopesTheObserver) {

@@ -125,7 +125,8 @@ struct TrainSummary {
 // In a world of N > 1 processes (dist::world()) the loop draws global batches
 // of N * train's batch size from train's dataset and trains on this rank's
 // rows (rank 0's weights are broadcast first). An exception there must end
-// the job (guarded_main's MPI_Abort): the other ranks wait for it. With opt.resume, restores model, optimizer, schedule, data position and the
+// the job (guarded_main's MPI_Abort): the other ranks wait for it.
+// With opt.resume, restores model, optimizer, schedule, data position and the
 // dropout generator from opt.checkpoint_dir first (the checkpoint's optimizer
 // must be opt.optimizer).
 TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
