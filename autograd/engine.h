@@ -28,12 +28,12 @@ struct Node : std::enable_shared_from_this<Node> {
   std::string name;                         // "mul", "matmul", "AccumulateGrad", ...
   std::vector<std::shared_ptr<Node>> next;  // producer of input i; null: input needs no grad
   std::vector<Shape> input_shapes;          // for the check where gradients meet
-  std::vector<DType> input_dtypes;
+  std::vector<DType> input_dtypes;          // each input's dtype (f32 for an undefined one); gradients must match
   Shape output_shape;                       // the op's output (a leaf's own shape)
-  DType output_dtype = DType::f32;
+  DType output_dtype = DType::f32;          // the op's output dtype (a leaf's own dtype)
   uint64_t sequence = 0;                    // creation order on this thread: forward order
   BackwardFn backward;                      // freed after use unless retain_graph
-  bool released = false;
+  bool released = false;                    // backward ran and was freed (no retain_graph); running it again throws
   size_t freed_bytes = 0;                   // allocator bytes that releasing backward gave back (saved tensors
                                             // nothing else holds); blurred if other threads allocate meanwhile
   std::weak_ptr<TensorImpl> leaf;           // set on AccumulateGrad nodes only

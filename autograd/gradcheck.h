@@ -47,33 +47,34 @@ namespace attograd {
 
 // Tolerances and checks of gradcheck(); eps is the finite-difference step.
 struct GradcheckOptions {
-  double eps = 1e-6;
-  double atol = 1e-5;
-  double rtol = 1e-3;
+  double eps = 1e-6;   // central-difference step added to and taken from each input element
+  double atol = 1e-5;  // absolute tolerance: an element passes if |analytical - numerical| <= atol + rtol·|numerical|
+  double rtol = 1e-3;  // relative tolerance, scaled by |numerical| (see atol)
   bool raise_on_failure = false;   // throw GradcheckError instead of returning ok=false
   bool allow_float32 = true;       // false: refuse non-float64 inputs; true: warn in the report
-  bool check_determinism = true;
-  bool check_linearity = true;
+  bool check_determinism = true;   // compute each Jacobian row twice; the backward must repeat bit for bit
+  bool check_linearity = true;     // check that backward of 2·grad_output gives twice the input grads
 };
 
 // gradcheck's findings for one input.
 struct InputReport {
   size_t input = 0;           // index into the inputs
   bool checked = false;       // false when the input does not require grad
-  bool ok = true;
-  double max_abs_err = 0;
+  bool ok = true;             // every element within tolerance and no NaN (true when not checked)
+  double max_abs_err = 0;     // largest |analytical - numerical| over the Jacobian
   double max_rel_err = 0;     // over the elements whose abs err exceeds atol
   // The worst element: output element, input element (flat and as an index).
-  int64_t worst_output = -1, worst_input = -1;
-  std::vector<int64_t> worst_input_index;
-  double numerical = 0, analytical = 0;
+  int64_t worst_output = -1, worst_input = -1;  // worst_input: flat input element, -1 if none
+  std::vector<int64_t> worst_input_index;  // worst_input as an index into the input's shape
+  // numerical: the worst element's central-difference derivative.
+  double numerical = 0, analytical = 0;  // analytical: backward's derivative at the same element
 };
 
 // gradcheck's result: ok, one report per input, and readable lines.
 struct GradcheckReport {
   std::string check = "gradcheck";  // or "gradgradcheck"
-  bool ok = true;
-  std::vector<InputReport> inputs;
+  bool ok = true;                   // false if any check (Jacobian, determinism, linearity) failed
+  std::vector<InputReport> inputs;  // one per input, in the order given
   std::vector<std::string> warnings;  // e.g. non-float64 inputs
   std::vector<std::string> failures;  // one line per failed check
   std::string summary() const;        // a readable multi-line report

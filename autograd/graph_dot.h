@@ -34,7 +34,7 @@ struct DotOptions {
   bool grads = false;                    // each leaf's .grad (shape, L2 norm); with `trace`, each op's incoming gradient too
   bool saved_bytes = false;              // each op's freed bytes: its saved tensors, known once backward released it
   const BackwardTrace* trace = nullptr;  // a trace of a backward through this graph
-  bool collapse_repeats = false;
+  bool collapse_repeats = false;        // draw repeated numbered blocks (layers) once, as a cluster with a count; needs `names`
 };
 
 // root must require grad (an AutogradError otherwise).

@@ -32,8 +32,8 @@ std::string leaf_name(const Node& node, const TensorNames& names);
 
 // A gradient as a trace shows it: shape and L2 norm (defined false: none).
 struct GradInfo {
-  bool defined = false;
-  Shape shape;
+  bool defined = false;  // false: no gradient (an undefined tensor); shape is then empty and norm 0
+  Shape shape;           // the gradient's shape
   double norm = 0;  // L2 norm over all elements, in double
 };
 // g's shape and L2 norm, summed in double (0 for an integer tensor); an
@@ -54,7 +54,7 @@ struct TraceRow {
 
 // How a BackwardTrace labels its rows: `names` names the leaves' AccumulateGrad rows.
 struct TraceOptions {
-  TensorNames names;
+  TensorNames names;  // leaf names by Tensor::id() for the rows' `name`; empty: rows stay unnamed
 };
 
 // Records every backward on this thread while it lives (see above).

@@ -29,9 +29,11 @@ enum class BleuSmoothing { none, exp };
 struct BleuScore {
   double score = 0;                  // 0..100
   std::array<double, 4> precisions{};  // p[n] in percent, after smoothing
-  std::array<int64_t, 4> correct{}, total{};
-  double brevity_penalty = 0;
-  int64_t hyp_len = 0, ref_len = 0;
+  // correct[n - 1]: clipped n-gram matches, summed over the corpus (n = 1..4).
+  std::array<int64_t, 4> correct{}, total{};  // total[n - 1]: hypothesis n-grams, summed over the corpus
+  double brevity_penalty = 0;        // BP in [0, 1]: 1 when hyp_len >= ref_len, 0 for an empty output
+  // Hypothesis tokens in the corpus.
+  int64_t hyp_len = 0, ref_len = 0;  // reference tokens in the corpus
 };
 
 // A tokenized sentence.

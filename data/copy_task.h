@@ -27,9 +27,9 @@ namespace attograd {
 struct CopyTaskOptions {
   int64_t num_symbols = 10;  // alphabet size V >= 1
   int64_t min_len = 1;       // sequence length, uniform in [min_len, max_len]
-  int64_t max_len = 10;
+  int64_t max_len = 10;      // longest sequence length, >= min_len
   bool reverse = false;      // target = reversed source
-  uint64_t seed = 0;
+  uint64_t seed = 0;         // example i comes from mix_seed(seed, i); another seed, another set
   int64_t size = 10000;      // number of examples
 };
 

@@ -43,7 +43,9 @@ struct Batch {
 
 // The ids collate pads, starts and ends sequences with.
 struct SpecialIds {
-  int64_t pad = kPadId, bos = kBosId, eos = kEosId;
+  int64_t pad = kPadId;  // fills rows up to the batch's longest
+  int64_t bos = kBosId;  // starts each tgt_in row
+  int64_t eos = kEosId;  // ends each source and tgt_out row
 };
 
 // Pads and stacks examples into a Batch (see the header comment); writes
@@ -57,18 +59,18 @@ Tensor causal_mask(int64_t t);
 
 // Batch size, shuffling, seed and special ids of a DataLoader.
 struct LoaderOptions {
-  int64_t batch_size = 32;
-  bool shuffle = true;
+  int64_t batch_size = 32;  // examples per batch (the last may be smaller), >= 1
+  bool shuffle = true;      // a fresh seeded permutation each epoch; off: dataset order
   bool drop_last = false;  // drop the last, smaller batch of each epoch
-  uint64_t seed = 0;
-  int64_t pad_id = kPadId;
-  int64_t bos_id = kBosId;
-  int64_t eos_id = kEosId;
+  uint64_t seed = 0;        // epoch e's order comes from mix_seed(seed, e)
+  int64_t pad_id = kPadId;  // fills rows up to the batch's longest (SpecialIds::pad)
+  int64_t bos_id = kBosId;  // starts each tgt_in row (SpecialIds::bos)
+  int64_t eos_id = kEosId;  // ends each source and tgt_out row (SpecialIds::eos)
 };
 
 // Where the next batch comes from: batch `position` of epoch `epoch`.
 struct LoaderState {
-  int64_t epoch = 0;
+  int64_t epoch = 0;     // 0-based epoch of the next batch
   int64_t position = 0;  // batches of this epoch already returned
   // Same epoch and position.
   bool operator==(const LoaderState&) const = default;

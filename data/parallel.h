@@ -17,7 +17,7 @@ namespace attograd {
 struct ParallelText {
   std::string name;                   // file name, for messages
   std::vector<std::string> sources;   // one sentence per pair
-  std::vector<std::string> targets;
+  std::vector<std::string> targets;   // the translation of sources[i]
   std::vector<int64_t> line_numbers;  // 1-based file line of each pair
   // Number of pairs.
   int64_t size() const { return static_cast<int64_t>(sources.size()); }
@@ -40,7 +40,7 @@ VectorDataset encode_parallel(const ParallelText& text, const Tokenizer& source_
 // split off; French and Spanish targets the same way; German number words are
 // single compounds ("einundzwanzigtausend"), so German targets are characters.
 inline constexpr std::string_view kNumberSourceLanguage = "en";
-inline constexpr std::string_view kNumberSourceTokenizer = "hyphen";
+inline constexpr std::string_view kNumberSourceTokenizer = "hyphen";  // make_tokenizer name for the source
 // "hyphen" for fr and es, "char" for de; ValueError for any other language.
 std::string number_target_tokenizer(std::string_view language);
 

@@ -18,11 +18,11 @@ namespace attograd {
 
 class Tokenizer;
 
-inline constexpr int64_t kPadId = 0;
-inline constexpr int64_t kBosId = 1;
-inline constexpr int64_t kEosId = 2;
-inline constexpr int64_t kUnkId = 3;
-inline constexpr int64_t kNumSpecials = 4;
+inline constexpr int64_t kPadId = 0;        // <pad>: fills rows up to the batch's longest
+inline constexpr int64_t kBosId = 1;        // <bos>: first token of the decoder input
+inline constexpr int64_t kEosId = 2;        // <eos>: ends sources and targets
+inline constexpr int64_t kUnkId = 3;        // <unk>: a token not in the vocab
+inline constexpr int64_t kNumSpecials = 4;  // number of specials, so the first ordinary token's id
 
 // What encode does with a token that is not in the vocab.
 enum class OnUnknown { unk, error };
@@ -30,6 +30,7 @@ enum class OnUnknown { unk, error };
 // Token <-> id map; ids 0..3 are the specials <pad>, <bos>, <eos>, <unk>.
 class Vocab {
  public:
+  // The special tokens' strings, indexed by id (the vocab file's first four lines).
   static constexpr std::array<std::string_view, kNumSpecials> kSpecials = {"<pad>", "<bos>", "<eos>", "<unk>"};
 
   Vocab();  // the four specials only

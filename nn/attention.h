@@ -42,7 +42,8 @@ namespace attograd {
 //  - cross-attention: K and V projected from the encoder memory,
 //    [B, G, S, D], computed on the first step and reused unchanged.
 struct AttentionCache {
-  Tensor k, v;           // [B, G, capacity, D] storage; rows [0, length) are valid
+  // The cached keys k, [B, G, capacity, D] storage; rows [0, length) are valid.
+  Tensor k, v;           // the cached values, laid out like k
   int64_t length = 0;    // t
   bool cross = false;    // cross-attention: filled once from memory, then reused
   // Empties the cache for a new sequence (drops the buffers).
@@ -55,10 +56,10 @@ struct AttentionCache {
 
 // Per-call options of MultiHeadAttention::forward (masks as described above).
 struct MHAOptions {
-  Tensor attn_mask;
-  Tensor key_padding_mask;
-  bool is_causal = false;
-  bool need_weights = false;
+  Tensor attn_mask;  // none (undefined), [T, S] or [B·H, T, S]; bool: true = NOT allowed, float: added to the scores
+  Tensor key_padding_mask;  // undefined (none), or [B, S] bool, true at padding keys (never attended to)
+  bool is_causal = false;  // query t sees keys s ≤ t only; with a cache, t counts from the cache's start
+  bool need_weights = false;  // also return the attention weights in MHAOutput::weights
   bool average_weights = false;  // with need_weights: mean over heads -> [B, T, S]
   AttentionCache* cache = nullptr;  // incremental decoding (see AttentionCache)
 };
@@ -94,9 +95,10 @@ struct MHAConfig {
   std::optional<int64_t> num_kv_heads;      // G, divides H; H when unset (multi-head attention)
   double dropout = 0.0;                     // on the attention weights, in training
   bool bias = true;                         // on all four projections
-  std::optional<int64_t> kdim, vdim;        // key / value input widths; E when unset
+  // Key input width (key [B, S, kdim]); E when unset. vdim: the same for value.
+  std::optional<int64_t> kdim, vdim;        // value input width (value [B, S, vdim]); E when unset
   std::shared_ptr<Generator> dropout_gen;   // draws the dropout masks; needed when dropout > 0
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // dtype of the four projections' weights and biases
 };
 
 // PyTorch's nn.MultiheadAttention (batch_first=True): projections q_proj,
@@ -109,10 +111,17 @@ class MultiHeadAttention : public Module {
   // (and the weights with need_weights). Other ranks or feature sizes are a
   // ShapeError. With opt.cache, query/key/value are the new step(s) only.
   MHAOutput forward(const Tensor& query, const Tensor& key, const Tensor& value, const MHAOptions& opt = {});
-  int64_t embed_dim, num_heads, head_dim, kdim, vdim;
+  int64_t embed_dim;  // E, the query and output width
+  int64_t num_heads;  // H query heads
+  int64_t head_dim;   // D = E / H
+  int64_t kdim;       // key input width (k_proj's in_features); E when unset in MHAConfig
+  int64_t vdim;       // value input width (v_proj's in_features); E when unset in MHAConfig
   int64_t num_kv_heads;  // G: k_proj, v_proj give G · head_dim features
-  double dropout;
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+  double dropout;  // probability of zeroing an attention weight, in training only
+  std::shared_ptr<Linear> q_proj;    // the query projection E -> H·D (= E)
+  std::shared_ptr<Linear> k_proj;    // kdim -> G·D
+  std::shared_ptr<Linear> v_proj;    // vdim -> G·D
+  std::shared_ptr<Linear> out_proj;  // E -> E on the merged heads [B, T, H·D], giving out
   // Unset by default: the forward then keeps no weights and pays nothing for it.
   AttentionObserver observer;
 

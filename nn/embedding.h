@@ -17,8 +17,9 @@ class Embedding : public Module {
   // ids [B, T] i64 (any shape [*]) -> [B, T, E]: the rows weight[ids]. An id
   // outside [0, V) is an IndexError.
   Tensor forward(const Tensor& ids);
-  int64_t num_embeddings, embedding_dim;
-  std::optional<int64_t> padding_idx;
+  // V, the number of vectors (ids are in [0, V)); embedding_dim is their width E.
+  int64_t num_embeddings, embedding_dim;  // E, the width of each vector
+  std::optional<int64_t> padding_idx;  // row kept at zero with no gradient, in [0, V) (negative: from V); or none
   Tensor weight;  // [V, E]
 
  protected:
@@ -39,8 +40,9 @@ class PositionalEncoding : public Module {
   // x [B, T, E] -> x + pe[start : start + T]; positions past max_len or a width
   // other than dim are a ShapeError.
   Tensor forward(const Tensor& x, int64_t start = 0);
-  int64_t max_len, dim;
-  Kind kind;
+  // The number of positions in the table: start + T must not exceed it. dim is its width E.
+  int64_t max_len, dim;  // E, the width of the table and of the x it takes
+  Kind kind;  // fixed sinusoids (a buffer) or a learned table (a parameter)
   Tensor table;  // [max_len, E]
 
  protected:

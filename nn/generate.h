@@ -13,8 +13,9 @@ namespace attograd {
 
 // Length limit and special tokens of a decode.
 struct DecodeOptions {
-  int64_t max_len = 64;
-  int64_t bos_id = 1, eos_id = 2;
+  int64_t max_len = 64;  // most tokens generated per sequence (EOS excluded); must be in [1, model max_len)
+  // Token id fed as the first decoder input.
+  int64_t bos_id = 1, eos_id = 2;  // token id that ends a sequence (not included in the output)
   bool use_cache = true;  // false: re-run the decoder on the whole prefix each step
 };
 
@@ -31,7 +32,7 @@ std::vector<Hypothesis> greedy_decode(Seq2SeqTransformer& model, const Tensor& s
 
 // Beam width and length penalty of beam_search.
 struct BeamOptions {
-  int64_t beam = 4;
+  int64_t beam = 4;  // hypotheses kept per batch element at each step; 1 equals greedy
   // Hypotheses are ranked by log_prob / ((5 + len) / 6)^alpha (GNMT); alpha 0 ranks by log_prob.
   double length_penalty = 0.6;
 };

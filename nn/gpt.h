@@ -35,14 +35,17 @@ enum class GPTInit { pytorch, gpt2 };
 
 // The model's shape and options; checkpoints store it as JSON.
 struct GPTConfig {
-  int64_t vocab = 256;
+  int64_t vocab = 256;  // V: token ids are in [0, vocab), and logits have V classes
   int64_t context = 128;   // longest sequence (positions)
-  int64_t d_model = 128, heads = 4, d_ff = 512, layers = 4;
-  double dropout = 0.0;
-  PositionalEncoding::Kind positions = PositionalEncoding::Kind::learned;
-  bool tie_embeddings = true;
-  GPTInit init = GPTInit::pytorch;
-  double layer_norm_eps = 1e-5;
+  int64_t d_model = 128;  // E, the model width
+  int64_t heads = 4;      // H, dividing d_model
+  int64_t d_ff = 512;     // F, the MLP's hidden width
+  int64_t layers = 4;     // the number of blocks
+  double dropout = 0.0;  // every dropout's probability (embeddings, attention, residuals, MLP), in [0, 1)
+  PositionalEncoding::Kind positions = PositionalEncoding::Kind::learned;  // learned position table or fixed sinusoids
+  bool tie_embeddings = true;  // lm_head uses tok_embed.weight (W = TokEmbed.weight), no weight of its own
+  GPTInit init = GPTInit::pytorch;  // the initial weights' scheme (Init in the file comment)
+  double layer_norm_eps = 1e-5;  // eps of every LayerNorm; optional in JSON
 
   void validate() const;  // ValueError naming the bad field
   // Every field by name (positions and init as strings), as checkpoints store it.
@@ -60,10 +63,12 @@ class GPTBlock : public Module {
   GPTBlock(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   // x [B, T, E] -> [B, T, E]. With a cache, x holds only the new step(s).
   Tensor forward(const Tensor& x, AttentionCache* cache = nullptr);
-  std::shared_ptr<LayerNorm> ln1, ln2;
-  std::shared_ptr<MultiHeadAttention> attn;
-  std::shared_ptr<FeedForward> mlp;
-  std::shared_ptr<Dropout> drop1, drop2;
+  // LN1, the LayerNorm over E before attention; ln2 is LN2, before the MLP.
+  std::shared_ptr<LayerNorm> ln1, ln2;  // LN2, before the MLP
+  std::shared_ptr<MultiHeadAttention> attn;  // causal self-attention, E wide with H heads
+  std::shared_ptr<FeedForward> mlp;  // E -> F -> E with the exact GELU and dropout between
+  // On the attention output, before its residual add; drop2 likewise for the MLP.
+  std::shared_ptr<Dropout> drop1, drop2;  // on the MLP output, before its residual add
 };
 
 // The whole model: token and position embeddings, the blocks, a final
@@ -80,12 +85,12 @@ class GPT : public Module {
   // decoding with forward.
   KVCache make_cache() const { return KVCache(blocks->size()); }
 
-  GPTConfig config;
-  std::shared_ptr<Embedding> tok_embed;
-  std::shared_ptr<PositionalEncoding> pos;
-  std::shared_ptr<Dropout> drop;
-  std::shared_ptr<ModuleList<GPTBlock>> blocks;
-  std::shared_ptr<LayerNorm> ln_f;
+  GPTConfig config;  // the validated config the model was built from
+  std::shared_ptr<Embedding> tok_embed;  // [V, E] token embeddings (lm_head's weight too when tied)
+  std::shared_ptr<PositionalEncoding> pos;  // positions [0, context), kind config.positions
+  std::shared_ptr<Dropout> drop;  // on the summed token and position embeddings
+  std::shared_ptr<ModuleList<GPTBlock>> blocks;  // config.layers GPTBlocks, applied in order
+  std::shared_ptr<LayerNorm> ln_f;  // LNf, the final LayerNorm before lm_head
   std::shared_ptr<Linear> lm_head;  // its weight is tok_embed.weight when tied
 
  protected:

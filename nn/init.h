@@ -10,7 +10,10 @@
 namespace attograd::init {
 
 // A weight's fan-in and fan-out (see above).
-struct Fans { int64_t fan_in, fan_out; };
+struct Fans {
+  int64_t fan_in;   // inputs feeding one output unit: in·k... of a weight [out, in, k...]
+  int64_t fan_out;  // outputs one input unit feeds: out·k...
+};
 Fans fans(const Tensor& t);  // needs at least 2 dims
 
 // gain for a nonlinearity: "linear"/"sigmoid" 1, "tanh" 5/3, "relu" √2,

@@ -17,8 +17,9 @@ class LayerNorm : public UnaryModule {
   LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, DType dtype = DType::f32);
   // x [..., E...] -> the same shape; x's trailing dims must be normalized_shape.
   Tensor forward(const Tensor& x) override;
-  Shape normalized_shape;
-  double eps;
+  Shape normalized_shape;  // the trailing dims E... that are normalized (and weight's and bias's shape)
+  double eps;  // added to the variance before the square root (1e-5 by default)
+  // The scale (ones at init); bias is the shift (zeros at init).
   Tensor weight, bias;  // [E...], undefined without affine
 
  protected:
@@ -34,7 +35,7 @@ class Dropout : public UnaryModule {
   Dropout(double p, std::shared_ptr<Generator> gen);
   // x [*] -> [*]: dropout(x, p, is_training(), gen); x itself in eval.
   Tensor forward(const Tensor& x) override;
-  double p;
+  double p;  // probability of zeroing each element in training, in [0, 1]
 
  protected:
   std::string extra_repr() const override;
@@ -58,7 +59,7 @@ class GELU : public UnaryModule {
   explicit GELU(GeluApprox a = GeluApprox::none) : UnaryModule("GELU"), approx(a) {}
   // gelu(x) elementwise, any shape.
   Tensor forward(const Tensor& x) override { return gelu(x, approx); }
-  GeluApprox approx;
+  GeluApprox approx;  // none: the exact erf form; tanh: PyTorch's approximate='tanh'
 
  protected:
   std::string extra_repr() const override { return approx == GeluApprox::tanh ? "approximate='tanh'" : ""; }

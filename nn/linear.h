@@ -12,7 +12,8 @@ class Linear : public UnaryModule {
   Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true, DType dtype = DType::f32);
   // x [..., in] -> [..., out] (one fused linear op); another last dim is a ShapeError.
   Tensor forward(const Tensor& x) override;
-  int64_t in_features, out_features;
+  // Input width `in` (the last dim x must have).
+  int64_t in_features, out_features;  // output width `out` (y's last dim)
   Tensor weight;  // [out, in]
   Tensor bias;    // [out], undefined without bias
 

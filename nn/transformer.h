@@ -30,22 +30,26 @@ enum class Activation { relu, gelu };
 
 // The model's shape and options; checkpoints store it as JSON.
 struct TransformerConfig {
-  int64_t src_vocab = 16, tgt_vocab = 16;
-  int64_t d_model = 64, heads = 4, d_ff = 256;
+  // Source vocabulary size V_src (src ids in [0, V_src)).
+  int64_t src_vocab = 16, tgt_vocab = 16;  // target vocabulary size V_tgt (logits width)
+  int64_t d_model = 64;  // model width E (embeddings, attention, residual stream); heads must divide it
+  int64_t heads = 4;     // query heads H
+  int64_t d_ff = 256;    // F, the feed-forward hidden width
   // K/V heads G of the decoder's self- and cross-attention (grouped-query
   // attention, as Ainslie et al. 2023 apply it: the encoder keeps no cache and
   // stays multi-head); divides heads, heads when unset.
   std::optional<int64_t> kv_heads;
   // G: kv_heads, or heads when unset.
   int64_t decoder_kv_heads() const { return kv_heads.value_or(heads); }
-  int64_t enc_layers = 2, dec_layers = 2;
-  double dropout = 0.1;
-  int64_t max_len = 256;
-  bool pre_ln = true;
+  // Number of encoder layers.
+  int64_t enc_layers = 2, dec_layers = 2;  // number of decoder layers
+  double dropout = 0.1;  // dropout probability of attention, residual, FFN and embedding dropout (0 = none)
+  int64_t max_len = 256;  // longest source or target sequence (positional table size); decode max_len stays below it
+  bool pre_ln = true;  // true: pre-LN (LayerNorm before each sublayer, final LN per stack); false: post-LN
   bool tie_embeddings = false;  // generator shares the target embedding matrix
-  Activation activation = Activation::relu;
+  Activation activation = Activation::relu;  // feed-forward nonlinearity (ReLU or GELU)
   int64_t pad_id = 0;           // embedding padding_idx (its row gets no gradient)
-  double layer_norm_eps = 1e-5;
+  double layer_norm_eps = 1e-5;  // epsilon added to the variance in every LayerNorm
 
   void validate() const;        // ValueError naming the bad field
   // Every field by name, as checkpoints store the model's shape.
@@ -58,7 +62,7 @@ struct TransformerConfig {
 // What to_grouped_query gives: the converted model's config and parameters.
 struct GroupedQueryModel {
   TransformerConfig config;  // kv_heads set
-  TensorMap state;
+  TensorMap state;  // parameters by name, decoder k_proj/v_proj pooled to kv_heads groups
 };
 // A model's parameters converted to grouped-query attention (Ainslie et al.
 // 2023): each decoder layer's self- and cross-attention k_proj, v_proj mean-
@@ -77,9 +81,10 @@ class FeedForward : public UnaryModule {
               std::shared_ptr<Generator> dropout_gen, DType dtype = DType::f32);
   // x [B, T, E] -> [B, T, E] (any leading dims).
   Tensor forward(const Tensor& x) override;
-  std::shared_ptr<Linear> linear1, linear2;
-  std::shared_ptr<Dropout> drop;
-  Activation activation;
+  // First projection E -> F (before the activation).
+  std::shared_ptr<Linear> linear1, linear2;  // second projection F -> E (after dropout)
+  std::shared_ptr<Dropout> drop;  // dropout between the activation and linear2 (registered as "dropout")
+  Activation activation;  // nonlinearity applied to linear1's output
 };
 
 // Self-attention then feed-forward, each in a residual (pre-LN or post-LN).
@@ -90,11 +95,13 @@ class TransformerEncoderLayer : public Module {
   TransformerEncoderLayer(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   // x [B, S, E]; key_padding_mask [B, S] (true at padding) may be undefined.
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask);
-  bool pre_ln;
-  std::shared_ptr<MultiHeadAttention> self_attn;
-  std::shared_ptr<FeedForward> ff;
-  std::shared_ptr<LayerNorm> norm1, norm2;
-  std::shared_ptr<Dropout> dropout1, dropout2;
+  bool pre_ln;  // pre-LN (LayerNorm before each sublayer) or post-LN; from the config
+  std::shared_ptr<MultiHeadAttention> self_attn;  // self-attention over the source, c.heads heads
+  std::shared_ptr<FeedForward> ff;  // the position-wise feed-forward block
+  // LayerNorm of the self-attention sublayer (its input in pre-LN, the residual sum in post-LN).
+  std::shared_ptr<LayerNorm> norm1, norm2;  // LayerNorm of the feed-forward sublayer
+  // Dropout on the self-attention output before the residual add.
+  std::shared_ptr<Dropout> dropout1, dropout2;  // dropout on the feed-forward output before the residual add
 };
 
 // Per-layer attention caches for incremental decoding: what the decoder keeps.
@@ -111,8 +118,8 @@ struct KVCache {
   int64_t length() const { return self_attn.empty() ? 0 : self_attn[0].length; }
   // Layer i's two caches, as TransformerDecoderLayer::forward takes them.
   struct Layer {
-    AttentionCache* self_attn = nullptr;
-    AttentionCache* cross_attn = nullptr;
+    AttentionCache* self_attn = nullptr;  // this layer's self-attention cache; null without a cache
+    AttentionCache* cross_attn = nullptr;  // this layer's cross-attention cache; null without a cache
   };
   // Layer i's caches; i out of range throws std::out_of_range.
   Layer layer(size_t i) { return {&self_attn.at(i), &cross_attn.at(i)}; }
@@ -138,11 +145,16 @@ class TransformerDecoderLayer : public Module {
   // x [B, T, E] -> [B, T, E]. With caches, x holds only the new step(s) and
   // the caches hold everything before.
   Tensor forward(const Tensor& x, const DecoderInputs& in, KVCache::Layer cache = {});
-  bool pre_ln;
-  std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
-  std::shared_ptr<FeedForward> ff;
-  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
-  std::shared_ptr<Dropout> dropout1, dropout2, dropout3;
+  bool pre_ln;  // pre-LN (LayerNorm before each sublayer) or post-LN; from the config
+  // Masked (causal) self-attention over the target, with decoder_kv_heads() K/V heads.
+  std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;  // cross-attention to the memory, same heads
+  std::shared_ptr<FeedForward> ff;  // the position-wise feed-forward block
+  std::shared_ptr<LayerNorm> norm1;  // LayerNorm of the self-attention sublayer
+  std::shared_ptr<LayerNorm> norm2;  // LayerNorm of the cross-attention sublayer
+  std::shared_ptr<LayerNorm> norm3;  // LayerNorm of the feed-forward sublayer
+  std::shared_ptr<Dropout> dropout1;  // dropout on the self-attention output before the residual add
+  std::shared_ptr<Dropout> dropout2;  // dropout on the cross-attention output before the residual add
+  std::shared_ptr<Dropout> dropout3;  // dropout on the feed-forward output before the residual add
 };
 
 // A stack of encoder layers, with a final LayerNorm in pre-LN.
@@ -152,7 +164,7 @@ class TransformerEncoder : public Module {
   TransformerEncoder(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   // x [B, S, E], key_padding_mask [B, S] (or undefined) -> memory [B, S, E].
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask);
-  std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;
+  std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;  // the c.enc_layers encoder layers, applied in order
   std::shared_ptr<LayerNorm> norm;  // pre-LN only
 };
 
@@ -164,7 +176,7 @@ class TransformerDecoder : public Module {
   // x [B, T, E] -> [B, T, E]; with a cache, x is the new step(s) and the cache
   // grows by them.
   Tensor forward(const Tensor& x, const DecoderInputs& in, KVCache* cache = nullptr);
-  std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;
+  std::shared_ptr<ModuleList<TransformerDecoderLayer>> layers;  // the c.dec_layers decoder layers, applied in order
   std::shared_ptr<LayerNorm> norm;  // pre-LN only
 };
 
@@ -188,13 +200,14 @@ class Seq2SeqTransformer : public Module {
   // An empty cache sized for this decoder, for incremental decoding.
   KVCache make_cache() const { return KVCache(decoder->layers->size()); }
 
-  TransformerConfig config;
-  std::shared_ptr<Embedding> src_embed, tgt_embed;
-  std::shared_ptr<PositionalEncoding> pos;
-  std::shared_ptr<Dropout> embed_dropout;
-  std::shared_ptr<TransformerEncoder> encoder;
-  std::shared_ptr<TransformerDecoder> decoder;
-  std::shared_ptr<Linear> generator;
+  TransformerConfig config;  // the validated config the model was built from
+  // Source token embedding [V_src, E] (row pad_id gets no gradient); output scaled by √E.
+  std::shared_ptr<Embedding> src_embed, tgt_embed;  // target embedding [V_tgt, E] (×√E); generator's weight if tied
+  std::shared_ptr<PositionalEncoding> pos;  // sinusoids for positions [0, max_len), added to the scaled embeddings
+  std::shared_ptr<Dropout> embed_dropout;  // dropout on the embeddings plus positions, before the encoder and decoder
+  std::shared_ptr<TransformerEncoder> encoder;  // the encoder stack: src embeddings -> memory [B, S, E]
+  std::shared_ptr<TransformerDecoder> decoder;  // the decoder stack: target embeddings and memory -> [B, T, E]
+  std::shared_ptr<Linear> generator;  // output projection E -> V_tgt logits; weight is tgt_embed's when tied
 
  protected:
   std::string extra_repr() const override;

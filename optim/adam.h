@@ -21,12 +21,12 @@ namespace attograd::optim {
 // decay differs (PyTorch's: 0 for Adam, 1e-2 for AdamW).
 template <double DefaultWeightDecay>
 struct AdamFields {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = DefaultWeightDecay;
-  bool amsgrad = false;
+  double lr = 1e-3;                          // step size (>= 0)
+  double beta1 = 0.9;                        // decay of the first-moment average m (exp_avg), in [0, 1)
+  double beta2 = 0.999;                      // decay of the second-moment average v (exp_avg_sq), in [0, 1)
+  double eps = 1e-8;                         // added to the bias-corrected sqrt(v) in the denominator
+  double weight_decay = DefaultWeightDecay;  // Adam: L2 term added to g; AdamW: p shrinks by lr·weight_decay
+  bool amsgrad = false;                      // divide by the running max of v (max_exp_avg_sq) instead of v
 };
 // Adam's hyper-parameters (weight_decay 0 by default).
 using AdamOptions = AdamFields<0.0>;

@@ -39,9 +39,9 @@ using StateDict = std::map<std::string, Tensor>;
 // What a caller passes in: the parameters, and optionally this group's own lr
 // and weight decay (unset: the optimizer's defaults).
 struct ParamGroup {
-  std::vector<Tensor> params;
-  std::optional<double> lr;
-  std::optional<double> weight_decay;
+  std::vector<Tensor> params;          // the tensors this group updates (floating leaves, each once)
+  std::optional<double> lr;            // this group's learning rate; unset: the optimizer's lr
+  std::optional<double> weight_decay;  // this group's weight decay; unset: the optimizer's
 };
 
 // All of `params` as one group with the optimizer's lr and weight decay.
@@ -54,9 +54,9 @@ class Optimizer {
  public:
   // A parameter group with its lr and weight decay resolved.
   struct Group {
-    std::vector<Tensor> params;
-    double lr;
-    double weight_decay;
+    std::vector<Tensor> params;  // the tensors this group updates
+    double lr;                   // learning rate in effect (a scheduler may change it between steps)
+    double weight_decay;         // weight decay in effect (its meaning is the optimizer's: L2 or decoupled)
   };
 
   virtual ~Optimizer() = default;

@@ -18,11 +18,11 @@ namespace attograd::optim {
 
 // SGD's hyper-parameters, as torch.optim.SGD's arguments.
 struct SGDOptions {
-  double lr = 1e-3;
-  double momentum = 0;
-  double dampening = 0;
+  double lr = 1e-3;       // step size
+  double momentum = 0;    // factor on the momentum buffer b; 0: plain SGD, no buffer
+  double dampening = 0;   // b takes (1 - dampening)·g each step after the first
   bool nesterov = false;  // needs momentum > 0 and dampening == 0
-  double weight_decay = 0;
+  double weight_decay = 0;  // L2 penalty: weight_decay·p added to g
 };
 
 // Stochastic gradient descent with optional momentum (torch.optim.SGD).

@@ -38,8 +38,8 @@ using Metadata = std::map<std::string, std::string>;
 
 // A parsed file: its tensors and its metadata.
 struct SafetensorsData {
-  TensorMap tensors;
-  Metadata metadata;
+  TensorMap tensors;  // every tensor in the file, by name
+  Metadata metadata;  // the "__metadata__" entries; empty when the file has none
 };
 
 // The whole file as bytes. Views and non-contiguous tensors are written in

@@ -30,8 +30,8 @@ namespace attograd {
 // elements. It refers to the strides, so build it in the call that walks
 // (a temporary vector lives until that call returns); do not keep one.
 struct Strided {
-  const std::vector<int64_t>& strides;
-  int64_t base;
+  const std::vector<int64_t>& strides;  // in elements, one per walked dim (a reference: see above)
+  int64_t base;                          // offset of index (0, ..., 0), in elements
 };
 
 // Calls fn(offset_1, ..., offset_K) for every index of shape in row-major

@@ -37,9 +37,9 @@ namespace attograd {
 struct AttentionOptions {
   Tensor attn_mask;         // optional: b8 or q's dtype, [T, S] or [B·H, T, S]
   Tensor key_padding_mask;  // optional: b8 [B, S], true at padding keys
-  bool is_causal = false;
+  bool is_causal = false;  // mask keys after the query: query t sees keys s ≤ t (top-left aligned)
   double dropout_p = 0.0;   // on the weights, kept ones scaled by 1/(1−p); needs `generator` when > 0
-  Generator* generator = nullptr;
+  Generator* generator = nullptr;  // not owned; draws the dropout mask (advances its state); required when dropout_p > 0
   std::optional<double> scale;  // default 1/√D
   bool need_weights = false;    // also return the weights [B, H, T, S]
 };

@@ -20,7 +20,7 @@ enum class Reduction { mean, sum, none };
 struct CrossEntropyOptions {
   int64_t ignore_index = -100;   // rows with this target add nothing and are not counted
   double label_smoothing = 0.0;  // ε in [0, 1]
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  // mean over non-ignored rows (0 if none), sum, or none: loss per row [*]
 };
 
 // cross_entropy: logits [*, V], targets [*] i64 -> loss [] (mean, sum) or [*] (none)
@@ -35,8 +35,8 @@ Tensor cross_entropy_composite(const Tensor& logits, const Tensor& targets, cons
 
 // nll_loss's options, as F.nll_loss's arguments.
 struct NllLossOptions {
-  int64_t ignore_index = -100;
-  Reduction reduction = Reduction::mean;
+  int64_t ignore_index = -100;            // rows with this target add nothing and are not counted
+  Reduction reduction = Reduction::mean;  // mean over non-ignored rows (0 if none), sum, or none: loss per row [*]
 };
 
 // nll_loss: logp [*, V] (log-probabilities), targets [*] i64 -> loss [] or [*]
