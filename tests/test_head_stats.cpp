@@ -8,6 +8,7 @@
 #include <attograd/autograd/engine.h>
 #include <attograd/data/loader.h>
 #include "examples/heads_study/head_stats.h"
+#include "examples/heads_study/study.h"
 #include "test_util.h"
 
 using namespace attograd;
@@ -146,4 +147,32 @@ TEST(HeadAblation, RemovesOneHeadAtATimeAndRestoresTheObservers) {
   masked_heads_loss(model, batches, kPadId);
   EXPECT_EQ(calls, seen + 1);
   for (size_t i = 1; i < modules.size(); ++i) EXPECT_FALSE(modules[i].second->observer) << modules[i].first;
+}
+
+// The FLOP count follows the architecture: sharing K/V heads (G < H) removes
+// exactly the decoder K/V projection work, i.e. the weights it removes
+// (2 FLOPs per weight per token: self-attention's over T target tokens,
+// cross-attention's over S source tokens), times 3 for training.
+TEST(HeadStatistics, FlopsPerTokenShrinkWithSharedKVHeadsAsTheWeightsDo) {
+  TransformerConfig mha;
+  mha.d_model = 16;
+  mha.heads = 4;
+  mha.d_ff = 32;
+  mha.enc_layers = 1;
+  mha.dec_layers = 2;
+  TransformerConfig gqa = mha;
+  gqa.kv_heads = 1;
+  Generator g1(1), g2(1);
+  const Seq2SeqTransformer a(mha, g1, nullptr), b(gqa, g2, nullptr);
+  const double E = 16, removed_params = static_cast<double>(a.num_parameters() - b.num_parameters());
+  const double removed_weights = removed_params * E / (E + 1);  // each removed output column has E weights + 1 bias
+  const double S = 7, T = 5;
+  const double saved = flops_per_target_token(mha, S, T) - flops_per_target_token(gqa, S, T);
+  EXPECT_GT(saved, 0);
+  EXPECT_NEAR(saved * T / 3, removed_weights * (T + S), 1e-9 * saved * T);
+  EXPECT_DOUBLE_EQ(flops_per_target_token(mha, S, T), [&] {
+    TransformerConfig c = mha;
+    c.kv_heads = c.heads;
+    return flops_per_target_token(c, S, T);
+  }());
 }

@@ -53,8 +53,10 @@ Corpus load_corpus(const std::string& data_dir, const std::string& lang) {
 
 double flops_per_target_token(const TransformerConfig& c, double S, double T) {
   const double E = static_cast<double>(c.d_model), F = static_cast<double>(c.d_ff), V = static_cast<double>(c.tgt_vocab);
+  const double r = static_cast<double>(c.decoder_kv_heads()) / static_cast<double>(c.heads);  // G/H
   const double enc_layer = S * (8 * E * E + 4 * E * F) + 4 * S * S * E;
-  const double dec_layer = T * (8 * E * E + 4 * E * E + 4 * E * F) + 4 * S * E * E + 4 * T * T * E + 4 * T * S * E;
+  const double dec_layer = T * (4 * E * E + 4 * r * E * E + 4 * E * E + 4 * E * F) + 4 * r * S * E * E +
+                           4 * T * T * E + 4 * T * S * E;
   const double forward = static_cast<double>(c.enc_layers) * enc_layer + static_cast<double>(c.dec_layers) * dec_layer +
                          2 * T * E * V;
   return 3 * forward / T;

@@ -53,9 +53,12 @@ Corpus load_corpus(const std::string& data_dir, const std::string& lang);
 // then backward to inputs and weights), from mean lengths S and T (with
 // EOS/BOS) and no padding:
 //   encoder layer, per sequence: S(8E² + 4EF) + 4S²E
-//   decoder layer, per sequence: T(8E² + 4E² + 4EF) + 4SE² + 4T²E + 4TSE
+//   decoder layer, per sequence: T(4E² + 4rE² + 4E² + 4EF) + 4rSE² + 4T²E + 4TSE
 //   output layer: 2TEV
-// Attention costs 4·L·L'·E whatever H is: heads split E, they do not add work.
+// with r = G/H, the decoder's share of K/V heads (1 for MHA): its K and V
+// projections are E x (G·D) = E x rE. Attention costs 4·L·L'·E whatever H
+// and G are: heads split E and queries keep their H heads, so the score and
+// weighted-sum GEMMs do not shrink with G.
 double flops_per_target_token(const TransformerConfig& c, double mean_src, double mean_tgt);
 
 // Trains one model of the grid and measures it; `keep` (if given) receives the model.
