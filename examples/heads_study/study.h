@@ -75,6 +75,25 @@ void write_grid_report(const StudyOptions& o, const std::vector<RunResult>& runs
 std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model,
                           const std::string& what);
 
+// One point of a pruning curve: the model with `removed` of its heads
+// removed (AttentionCall::head_scale 0), scored on o.eval_size test sentences.
+struct PruningPoint {
+  std::string order;   // "importance", "ablation" or "random": which heads go first
+  int64_t removed = 0;
+  double fraction = 0;  // removed / all heads of all attention modules
+  double exact_match = 0, bleu = 0;  // greedy decoding, percent / BLEU-4
+};
+
+// Iterative pruning (Michel et al. 2019, §5): heads are removed about 10% of
+// all heads at a time, up to 90%, in three orders: by importance (head_importance,
+// normalized per module, recomputed on the remaining heads after every step,
+// as Michel does), by ablation Δ loss (ablate_heads on the full model, once)
+// and at random (seeded). Importance and ablation are measured on the first
+// o.ablation_size training sentences, so the test sentences only score.
+// Writes pruning-<lang>.md and pruning-<lang>.jsonl; returns the points.
+std::vector<PruningPoint> pruning_curves(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model,
+                                         uint64_t seed);
+
 // Greedy decoding of o.kv_batch test sources to each length in o.kv_lengths,
 // with and without the KV cache, for each K/V head count G in o.kv_groups:
 // ms per step, speedup, identical outputs, the cache's bytes used against its
