@@ -168,10 +168,10 @@ TEST(VecMath, VectorSetsAgreeBitForBit) {
   }
 }
 
-// The float32 softmax row (vec_exp in blocks of kExpBlock) against float64
+// The float32 softmax row (vec_exp in blocks of kVecBlock) against float64
 // std:: math, across a block boundary, with masked (-inf) entries.
 TEST(VecMath, Float32SoftmaxRowMatchesFloat64) {
-  const int64_t n = 3 * kExpBlock + 5;
+  const int64_t n = 3 * kVecBlock + 5;
   std::vector<float> x(n), y(n);
   std::vector<double> xd(n), yd(n);
   for (int64_t k = 0; k < n; ++k) {

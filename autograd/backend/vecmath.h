@@ -40,6 +40,10 @@ const VecMath* vecmath_for(VecIsa isa);
 // The set this process uses: the widest the CPU runs, or ATTOGRAD_VECMATH's.
 const VecMath& vecmath();
 
+// Floats per call where a caller works through stack blocks (the row and
+// elementwise kernels): small enough to stay in L1 beside its inputs.
+inline constexpr int64_t kVecBlock = 256;
+
 inline void vec_exp(float* y, const float* x, int64_t n) { vecmath().exp(y, x, n); }
 inline void vec_tanh(float* y, const float* x, int64_t n) { vecmath().tanh(y, x, n); }
 inline void vec_erf(float* y, const float* x, int64_t n) { vecmath().erf(y, x, n); }

@@ -18,7 +18,7 @@
 // alias g (in place).
 //
 // Float32 exps over a contiguous row come from vec_exp (SLEEF, 1.0 ulp, see
-// autograd/backend/vecmath.h), a block of kExpBlock at a time; float64 and
+// autograd/backend/vecmath.h), a block of kVecBlock at a time; float64 and
 // strided rows take std::exp element by element.
 #pragma once
 #include <algorithm>
@@ -80,9 +80,6 @@ RowMax<T> row_max(const T* x, int64_t n, int64_t stride = 1) {
   });
 }
 
-// Floats per vec_exp call in the row kernels: one L1-resident stack block.
-inline constexpr int64_t kExpBlock = 256;
-
 // y_k = exp(x_k − shift) over a contiguous row;  y may alias x
 template <class T>
 void exp_shifted_row(T* y, const T* x, int64_t n, T shift) {
@@ -99,10 +96,10 @@ template <class E, class T, class Sink>
 double row_exp_sum(const T* x, int64_t n, int64_t stride, T max, Sink sink) {
   if constexpr (std::is_same_v<E, float> && std::is_same_v<T, float>) {
     if (stride == 1) {
-      float e[kExpBlock];
+      float e[kVecBlock];
       double total = 0;
-      for (int64_t b = 0; b < n; b += kExpBlock) {
-        const int64_t m = std::min(kExpBlock, n - b);
+      for (int64_t b = 0; b < n; b += kVecBlock) {
+        const int64_t m = std::min(kVecBlock, n - b);
         exp_shifted_row(e, x + b, m, max);
         for (int64_t k = 0; k < m; ++k) sink(b + k, e[k]);
         total += lane_sum<double>(m, [&](int64_t k) { return e[k]; });
