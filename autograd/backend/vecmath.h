@@ -23,15 +23,17 @@
 
 namespace attograd {
 
+// The instruction set a kernel set runs on: SLEEF's scalar functions (any
+// CPU), AVX2 + FMA, or AVX-512 (F, DQ) + FMA.
 enum class VecIsa { scalar, avx2, avx512 };
 
 // One kernel set: y[i] = f(x[i]) for i < n.
 struct VecMath {
-  VecIsa isa;
+  VecIsa isa;             // what the CPU needs to run it
   std::string_view name;  // "scalar", "avx2", "avx512"
-  void (*exp)(float* y, const float* x, int64_t n);
-  void (*tanh)(float* y, const float* x, int64_t n);
-  void (*erf)(float* y, const float* x, int64_t n);
+  void (*exp)(float* y, const float* x, int64_t n);   // y = e^x
+  void (*tanh)(float* y, const float* x, int64_t n);  // y = tanh x
+  void (*erf)(float* y, const float* x, int64_t n);   // y = erf x
 };
 
 // The set for isa, or nullptr when this CPU cannot run it.
@@ -44,8 +46,11 @@ const VecMath& vecmath();
 // elementwise kernels): small enough to stay in L1 beside its inputs.
 inline constexpr int64_t kVecBlock = 256;
 
+// y = e^x with the set this process uses.
 inline void vec_exp(float* y, const float* x, int64_t n) { vecmath().exp(y, x, n); }
+// y = tanh x with the set this process uses.
 inline void vec_tanh(float* y, const float* x, int64_t n) { vecmath().tanh(y, x, n); }
+// y = erf x with the set this process uses.
 inline void vec_erf(float* y, const float* x, int64_t n) { vecmath().erf(y, x, n); }
 
 }  // namespace attograd
