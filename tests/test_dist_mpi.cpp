@@ -110,6 +110,37 @@ TEST_F(DistMpi, TwoRanksMatchOneProcessWithTheGlobalBatch) {
   EXPECT_EQ(la.evals[0]["exact_match"], lb.evals[0]["exact_match"]);
 }
 
+// The language model through the same loop: 2 ranks x batch 3 train on the
+// windows 1 rank x batch 6 draws, each rank its own rows of every batch.
+TEST_F(DistMpi, TwoRanksOfTheLanguageModelMatchOneProcessWithTheGlobalBatch) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += std::vector<std::string>{"the ", "cat ", "sat ", "on ", "a ", "mat.\n"}[(i * 5 + i / 7) % 6];
+  write_text(dir_ / "text.txt", text);
+  const auto lm = [&](int64_t batch, const std::string& log) {
+    return std::vector<std::string>{"train", "--text", dir_ / "text.txt", "--context", "16", "--d-model", "16",
+                                    "--heads", "2", "--d-ff", "32", "--layers", "1", "--steps", "12", "--warmup", "2",
+                                    "--eval-size", "8", "--samples", "0", "--threads", "1", "--log-every", "1",
+                                    "--log", log, "--batch-size", std::to_string(batch)};
+  };
+  const auto a = one("lm", lm(6, dir_ / "one.jsonl"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  const auto b = mpirun(2, "lm", lm(3, dir_ / "two.jsonl"));
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_TRUE(contains(b.out, "data-parallel: 2 processes (MPI) x batch 3 = global batch 6")) << b.out;
+  for (const std::string line : {"unigram baseline", "eval step 12", "done: 12 steps"})
+    EXPECT_EQ(lines_with(b.out, line), 1) << "only rank 0 prints: " << b.out;
+  const Log la = read_log(dir_ / "one.jsonl"), lb = read_log(dir_ / "two.jsonl");
+  ASSERT_EQ(la.loss.size(), 12u);
+  const double worst = largest_relative_difference(la.loss, lb.loss);
+  EXPECT_LT(worst, 1e-6);  // measured 9.9e-8
+  RecordProperty("largest_relative_loss_difference", std::to_string(worst));
+  std::printf("lm: largest relative loss difference, 2 ranks x 3 against 1 x 6: %.3g\n", worst);
+  ASSERT_EQ(la.evals.size(), 1u);
+  ASSERT_EQ(lb.evals.size(), 1u);
+  EXPECT_NEAR(la.evals[0]["eval_loss"].get<double>(), lb.evals[0]["eval_loss"].get<double>(), 1e-6);
+  EXPECT_NEAR(la.evals[0]["bits_per_char"].get<double>(), lb.evals[0]["bits_per_char"].get<double>(), 1e-6);
+}
+
 // With the fixed reduction order two runs are the same bit for bit.
 TEST_F(DistMpi, TheFixedOrderRepeatsBitForBit) {
   for (const std::string run : {"a", "b"}) {
