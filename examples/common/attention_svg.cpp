@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -44,6 +45,23 @@ const char* kind_title(const std::string& kind) {
   return "cross-attention";
 }
 
+// Module name -> attention weights [1, H, rows, cols] of every attention
+// module below model, in one forward (eval mode, no grad).
+std::map<std::string, Tensor> observed_weights(Module& model, const std::function<void()>& forward) {
+  const bool was_training = model.is_training();
+  model.eval();
+  std::map<std::string, Tensor> kept;
+  {
+    NoGradGuard no_grad;
+    AttentionObserverGuard observe(model, [&kept](const std::string& name) -> AttentionObserver {
+      return [&kept, name](AttentionCall& call) { kept[name] = call.weights; };
+    });
+    forward();
+  }
+  model.train(was_training);
+  return kept;
+}
+
 }  // namespace
 
 AttentionPictures draw_attention(Seq2SeqTransformer& model, const std::vector<std::string>& src_tokens,
@@ -51,17 +69,9 @@ AttentionPictures draw_attention(Seq2SeqTransformer& model, const std::vector<st
   std::vector<int64_t> tgt_in{kBosId};
   tgt_in.insert(tgt_in.end(), output.begin(), output.end());
   const std::vector<std::string> tgt_tokens = tgt_vocab.decode(tgt_in);
-  const bool was_training = model.is_training();
-  model.eval();
-  std::map<std::string, Tensor> kept;  // module name -> weights [1, H, rows, cols]
-  {
-    NoGradGuard no_grad;
-    AttentionObserverGuard observe(model, [&kept](const std::string& name) -> AttentionObserver {
-      return [&kept, name](AttentionCall& call) { kept[name] = call.weights; };
-    });
+  std::map<std::string, Tensor> kept = observed_weights(model, [&] {
     model.forward(src, Tensor::from_vector(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}));
-  }
-  model.train(was_training);
+  });
 
   AttentionPictures pics;
   for (const std::string kind : {"enc-self", "dec-self", "cross"}) {
@@ -95,17 +105,7 @@ AttentionPictures draw_attention(Seq2SeqTransformer& model, const std::vector<st
 }
 
 AttentionPictures draw_lm_attention(GPT& model, const std::vector<std::string>& tokens, const Tensor& ids) {
-  const bool was_training = model.is_training();
-  model.eval();
-  std::map<std::string, Tensor> kept;  // module name -> weights [1, H, T, T]
-  {
-    NoGradGuard no_grad;
-    AttentionObserverGuard observe(model, [&kept](const std::string& name) -> AttentionObserver {
-      return [&kept, name](AttentionCall& call) { kept[name] = call.weights; };
-    });
-    model.forward(ids);
-  }
-  model.train(was_training);
+  std::map<std::string, Tensor> kept = observed_weights(model, [&] { model.forward(ids); });  // [1, H, T, T]
   AttentionPictures pics;
   int64_t layer = 0;
   for (const auto& [name, attention] : attention_modules(model)) {

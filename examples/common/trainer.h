@@ -188,8 +188,9 @@ struct TaskHooks {
   std::function<std::string(const std::vector<int64_t>&, bool target)> show;
 };
 
+// train_seq2seq's summary: the loop's, and the last held-out evaluation.
 struct TrainSummary : RunSummary {
-  EvalResult last_eval;
+  EvalResult last_eval;  // with the decoded sequences, for the programs' sample decodes
 };
 
 // train() over a Seq2SeqTransformer: batches from `train` (an endless loader;

@@ -96,7 +96,8 @@ ShardLoss LMTask::next_loss(double label_smoothing) {
     return out;
   }
   ce.reduction = Reduction::sum;
-  const Tensor input = global.input.narrow(0, first, last - first), target = global.target.narrow(0, first, last - first);
+  const Tensor input = global.input.narrow(0, first, last - first);    // [B/N, T]
+  const Tensor target = global.target.narrow(0, first, last - first);  // [B/N, T]
   out.loss = next_token_loss(model_, input, target, ce) * (1.0 / static_cast<double>(out.global_tokens));
   return out;
 }
