@@ -177,7 +177,8 @@ int main(int argc, char** argv) {
         ("heads", "head counts, comma-separated (each must divide d_model)", cxxopts::value<std::vector<int64_t>>())
         ("seeds", "seeds per setting", cxxopts::value<int64_t>())
         ("steps", "training steps per run", cxxopts::value<int64_t>())
-        ("threads", "compute threads", cxxopts::value<int>()->default_value("1"))
+        ("threads", "compute threads (default: the cores this process may use; results are the same for any count)",
+         cxxopts::value<int>()->default_value(std::to_string(cli::usable_cores())))
         ("h,help", "show this help");
     auto r = cli::parse_flags(o, argc, argv);
     if (r.count("help")) {
