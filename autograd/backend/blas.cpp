@@ -117,10 +117,10 @@ void gemm_in_pieces(const Kernel& kernel, T* out, const T* a, const T* b, int64_
 // max_work (M·N·K) is not exceeded decides; trans_b is the library for a
 // transposed b (libxsmm copies it transposed first, which stops paying off
 // above 1024×64×64). Measured per product with bench/ops_bench's BM_gemm on
-// Zen 4 (docs/performance.md): libxsmm 1.0-1.5x OpenBLAS' CPU time from the
+// Zen 4 (docs/performance.md): libxsmm 0.96-1.47x OpenBLAS' speed from the
 // per-head attention products up to 1024×256×1024; BLIS (its zen3 kernels)
-// was never the fastest, so no row routes to it. OpenBLAS keeps the largest
-// products, beyond what was measured.
+// never beat both others by more than noise, so no row routes to it.
+// OpenBLAS keeps the largest products, beyond what was measured.
 struct GemmRoute {
   int64_t max_work;
   GemmBackend plain, trans_b;
