@@ -99,7 +99,10 @@ TEST_F(ExplodingRun, SkipWarnsForEachStepAndFinishes) {
 }
 
 TEST_F(ExplodingRun, DetectAnomalyNamesTheFirstOpAndItsInputShapes) {
-  const auto r = run({"--detect-anomaly"});
+  // Which op overflows first depends on the GEMM library's rounding at some seeds (at seed 1 a backward
+  // does with libxsmm and the naive kernel, a forward with OpenBLAS); at seed 3 a forward does on every
+  // backend (ATTOGRAD_GEMM=openblas, blis, xsmm, naive and the default routing).
+  const auto r = run({"--detect-anomaly", "--seed", "3"});
   testing::expect_one_line_error(r, "copy_task", "forward produced NaN or +Inf (output [");
   EXPECT_NE(r.err.find("inputs: ["), std::string::npos) << r.err;
 }

@@ -33,12 +33,16 @@ XsmmCache& xsmm_cache() {
   return cache;
 }
 
-void init_libraries() {
+// Each library is set up at its first use only (libxsmm's registry takes about 12 MB).
+void init_xsmm() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    libxsmm_init();
-    bli_thread_set_num_threads(1);  // the pool splits large products (threads.h); BLIS never threads itself
-  });
+  std::call_once(once, [] { libxsmm_init(); });
+}
+
+void init_blis() {
+  static std::once_flag once;
+  // The pool splits large products (threads.h); BLIS never threads itself.
+  std::call_once(once, [] { bli_thread_set_num_threads(1); });
 }
 
 }  // namespace
@@ -71,7 +75,7 @@ XsmmKernel xsmm_kernel(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans
   XsmmCache& cache = xsmm_cache();
   auto it = cache.find(key);
   if (it == cache.end()) {
-    init_libraries();
+    init_xsmm();
     const auto m = static_cast<libxsmm_blasint>(key.m), n = static_cast<libxsmm_blasint>(key.n),
                k = static_cast<libxsmm_blasint>(key.k), la = static_cast<libxsmm_blasint>(key.lda),
                lb = static_cast<libxsmm_blasint>(key.ldb), lc = static_cast<libxsmm_blasint>(key.ldc);
@@ -88,7 +92,7 @@ size_t xsmm_cached_kernels() { return xsmm_cache().size(); }
 
 void blis_gemm(float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
                bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
-  init_libraries();
+  init_blis();
   // Stored operands with row stride ld and column stride 1; BLIS applies the transposes.
   bli_sgemm(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, M, N, K,
             &alpha, const_cast<float*>(a), lda, 1, const_cast<float*>(b), ldb, 1, &beta, out, ldc, 1);
