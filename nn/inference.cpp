@@ -254,7 +254,7 @@ bool lean_decode_applies(const Seq2SeqTransformer& model, const KVCache* cache, 
   if (cache->length() + 1 > model.pos->max_len || cache->self_attn.size() != model.decoder->layers->size()) return false;
   for (const auto& l : *model.decoder->layers)
     if (!no_observer(*l->self_attn) || !no_observer(*l->cross_attn)) return false;
-  return weights_are_float(model);
+  return cache->lean || weights_are_float(model);  // checked once per cache
 }
 
 bool lean_gpt_applies(const GPT& model, const KVCache* cache, int64_t new_tokens) {
@@ -262,7 +262,7 @@ bool lean_gpt_applies(const GPT& model, const KVCache* cache, int64_t new_tokens
   if (cache->length() + 1 > model.config.context || cache->self_attn.size() != model.blocks->size()) return false;
   for (const auto& b : *model.blocks)
     if (!no_observer(*b->attn)) return false;
-  return weights_are_float(model);
+  return cache->lean || weights_are_float(model);  // checked once per cache
 }
 
 Tensor lean_decode_step(Seq2SeqTransformer& model, std::span<const int64_t> ids, const Tensor& memory,
