@@ -20,7 +20,7 @@
 namespace attograd {
 
 struct LeanState {
-  int64_t rows = 0;            // B the buffers are sized for
+  int64_t rows = -1;           // B the buffers are sized for (-1: none yet)
   DType dtype = DType::f32;    // the weights' dtype
   std::vector<Tensor> qkv_w;   // per layer: the self-attention's q, k, v weights packed, [W, E]
   std::vector<Tensor> qkv_b;   // per layer: their biases packed, [W] (undefined without biases)
@@ -189,10 +189,9 @@ void cross_attention(LeanState& s, MultiHeadAttention& m, const T* in, T* x, con
 // x += FFN(in) = Linear2(act(Linear1(in))).
 template <class T>
 void feed_forward(LeanState& s, const FeedForward& ff, const T* in, T* x, int64_t B) {
-  const int64_t F = ff.linear1->out_features, E = ff.linear2->out_features;
+  const int64_t E = ff.linear2->out_features;
   linear_rows(s.hidden.data<T>(), in, B, ff.linear1->weight, ff.linear1->bias);
-  const Tensor h = s.hidden.narrow(1, 0, F);
-  const Tensor a = ff.activation == Activation::gelu ? gelu(h) : relu(h);  // [B, F] contiguous
+  const Tensor a = ff.activation == Activation::gelu ? gelu(s.hidden) : relu(s.hidden);  // [B, F] contiguous
   linear_rows(s.proj.data<T>(), a.data<T>(), B, ff.linear2->weight, ff.linear2->bias);
   add_into(x, s.proj.data<T>(), B * E);
 }
