@@ -25,9 +25,12 @@ size_t AttentionCache::bytes_allocated() const {
 }
 
 void AttentionCache::reserve(int64_t B, int64_t G, int64_t D, int64_t n, DType dtype) {
-  if (k.defined() && (k.size(0) != B || k.size(1) != G || k.size(3) != D || k.dtype() != dtype))
-    fail<ShapeError>("AttentionCache", "new keys [{}, {}, {}, {}] {} do not match the cache {} {}; hint: reset() the "
-                     "cache for a new batch", B, G, n, D, dtype_name(dtype), shape_str(k.shape()), dtype_name(k.dtype()));
+  if (k.defined() && (k.size(0) != B || k.size(1) != G || k.size(3) != D))
+    fail<ShapeError>("AttentionCache", "new keys [{}, {}, {}, {}] do not match the cache {}; hint: reset() the cache "
+                     "for a new batch", B, G, n, D, shape_str(k.shape()));
+  if (k.defined() && k.dtype() != dtype)
+    fail<DTypeError>("AttentionCache", "new keys are {}, the cache {}; hint: reset() the cache after changing the "
+                     "model's dtype", dtype_name(dtype), dtype_name(k.dtype()));
   const int64_t cap = k.defined() ? k.size(2) : 0;
   if (length + n <= cap && k.is_contiguous() && v.is_contiguous()) return;
   NoGradGuard no_grad;

@@ -54,7 +54,7 @@ struct AttentionCache {
   size_t bytes_allocated() const;  // with spare capacity
   // Room for n more rows of K and V [B, G, ·, D] in dtype: the storage grows
   // (contiguous, capacity doubling, so t steps copy O(t) rows in total) only
-  // when full. Keys of another B, G, D or dtype are a ShapeError.
+  // when full. Keys of another B, G or D are a ShapeError, of another dtype a DTypeError.
   void reserve(int64_t B, int64_t G, int64_t D, int64_t n, DType dtype);
 };
 
