@@ -86,6 +86,7 @@ Node::~Node() {
   // are the last owner of, iteratively, so nothing recurses.
   std::vector<std::shared_ptr<Node>> stack = std::move(next);
   backward = nullptr;
+  saved.clear();
   while (!stack.empty()) {
     std::shared_ptr<Node> n = std::move(stack.back());
     stack.pop_back();
@@ -93,6 +94,7 @@ Node::~Node() {
       for (auto& c : n->next) stack.push_back(std::move(c));
       n->next.clear();
       n->backward = nullptr;  // may drop saved tensors that own nodes now in `stack`
+      n->saved.clear();
     }
   }
 }
@@ -147,6 +149,35 @@ bool any_requires_grad(std::initializer_list<Tensor> inputs) {
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
+}
+
+size_t saved_bytes(const SavedTensor& s) {
+  return s.value.defined() ? static_cast<size_t>(s.value.numel()) * dtype_size(s.value.dtype()) : 0;
+}
+
+const Tensor& Grads::saved(size_t k) const {
+  if (k >= node_.saved.size())
+    fail<AutogradError>(node_.name, "backward asked for saved tensor {}, but record() registered {}; hint: list "
+                        "every tensor the closure reads in record's saved list", k, node_.saved.size());
+  return node_.saved[k].value;
+}
+
+Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, std::vector<SavedTensor> saved,
+              BackwardFn backward) {
+  const Node* had = out.defined() ? out.grad_fn().get() : nullptr;
+  Tensor r = record(op, std::move(out), inputs, std::move(backward));
+  if (!r.defined() || !r.grad_fn() || r.grad_fn().get() == had) return r;
+  for (size_t k = 0; k < saved.size(); ++k) {
+    const Tensor& v = saved[k].value;
+    if (!v.defined()) continue;
+    for (size_t i = 0; i < inputs.size() && !saved[k].shares; ++i)
+      if (inputs[i].defined() && v.shares_storage(inputs[i])) saved[k].shares = fmt::format("input {}", i);
+    if (!saved[k].shares && v.shares_storage(r)) saved[k].shares = "out";
+    for (size_t j = 0; j < k && !saved[k].shares; ++j)
+      if (saved[j].value.defined() && v.shares_storage(saved[j].value)) saved[k].shares = saved[j].name;
+  }
+  r.grad_fn()->saved = std::move(saved);
+  return r;
 }
 
 Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs,
@@ -323,6 +354,7 @@ std::vector<Tensor> walk(const std::vector<std::shared_ptr<Node>>& roots, const 
           const Allocator& alloc = default_allocator();
           const size_t in_use = alloc.bytes_in_use();
           n->backward = nullptr;
+          n->saved.clear();
           n->released = true;
           n->freed_bytes = in_use - std::min(in_use, alloc.bytes_in_use());
         }
