@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <unordered_map>
 
 #include <attograd/autograd/tensor_impl.h>
@@ -254,6 +255,15 @@ Tensor root_grad(std::string_view op, const Tensor& root, const Tensor& given) {
 // The node a gradient for t enters: its grad_fn, or its AccumulateGrad for a leaf.
 std::shared_ptr<Node> entry_node(const Tensor& t) { return t.grad_fn() ? t.grad_fn() : grad_accumulator(t); }
 
+// The leaf's post-accumulate hooks, in registration order (over a copy: a
+// hook may remove itself or register another).
+void run_post_accumulate_hooks(const std::shared_ptr<TensorImpl>& leaf) {
+  if (leaf->post_accumulate_hooks.empty()) return;
+  const auto hooks = leaf->post_accumulate_hooks;
+  const Tensor t(leaf);
+  for (const auto& [id, hook] : hooks) hook(t);
+}
+
 // One walk of the graph, shared by backward() and grad(). Without `targets`
 // gradients reach the leaves' .grad; with them (grad()) the gradient arriving
 // at targets[j] is returned as result[j], no .grad is touched, and only nodes
@@ -340,7 +350,10 @@ std::vector<Tensor> walk(const std::vector<std::shared_ptr<Node>>& roots, const 
       for (size_t j = 0; j < targets.size(); ++j)
         if (targets[j] == n) result[j] = g;
       if (!n->leaf.expired() || n->name == "AccumulateGrad") {
-        if (auto leaf = n->leaf.lock(); leaf && !capture) accumulate_into_leaf(*leaf, g, create_graph);
+        if (auto leaf = n->leaf.lock(); leaf && !capture) {
+          accumulate_into_leaf(*leaf, g, create_graph);
+          run_post_accumulate_hooks(leaf);
+        }
         if (observer) written = {g};
       } else if (runs(n)) {
         if (n->released)
@@ -455,6 +468,45 @@ void twin_backward(Grads& dx, const Tensor& grad, const std::vector<Tensor>& inp
   const std::vector<Tensor> g = attograd::grad({out}, wanted, {grad}, opt);
   for (size_t j = 0; j < which.size(); ++j)
     if (g[j].defined()) dx[which[j]] += g[j];
+}
+
+namespace {
+uint64_t g_next_hook_id = 1;  // ids are only compared on one leaf; the counter is shared by all threads
+std::mutex g_hook_mutex;
+}  // namespace
+
+GradHookHandle register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
+  constexpr std::string_view op = "register_post_accumulate_grad_hook";
+  if (!leaf.defined()) fail<AutogradError>(op, "called on an undefined tensor");
+  if (leaf.grad_fn())
+    fail<AutogradError>(op, "expected a leaf, got a tensor made by <{}>; hint: register it on the parameter",
+                        leaf.grad_fn_name());
+  if (!leaf.requires_grad())
+    fail<AutogradError>(op, "the leaf {} does not require grad, so no gradient will ever reach it; hint: call "
+                        "requires_grad_() first", shape_str(leaf.shape()));
+  if (!hook) fail<ValueError>(op, "got an empty hook");
+  uint64_t id = 0;
+  {
+    std::lock_guard lock(g_hook_mutex);
+    id = g_next_hook_id++;
+  }
+  leaf.impl()->post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return GradHookHandle(leaf.impl_ptr(), id);
+}
+
+void GradHookHandle::remove() {
+  if (auto leaf = leaf_.lock()) std::erase_if(leaf->post_accumulate_hooks, [&](const auto& h) { return h.first == id_; });
+  leaf_.reset();
+}
+
+GradHookHandle& GradHookHandle::operator=(GradHookHandle&& o) noexcept {
+  if (this != &o) {
+    remove();
+    leaf_ = std::move(o.leaf_);
+    id_ = o.id_;
+    o.leaf_.reset();
+  }
+  return *this;
 }
 
 // ---- Tensor's members that need the Node ------------------------------------

@@ -209,6 +209,40 @@ class BackwardObserverGuard {
   BackwardObserver* prev_;
 };
 
+// Called when a leaf's .grad is final for this backward (PyTorch's
+// register_post_accumulate_grad_hook): once per backward (run_backward, not
+// grad()), after the last contribution was added, with the leaf itself, whose
+// .grad then holds the sum. Leaves the backward does not reach (no gradient
+// arrives) get no call. Leaves finish in the engine's order, each once every
+// op reading it has run backward: in a network, roughly the last layer's
+// parameters first. dist::GradientReducer starts each bucket's allreduce from
+// here while backward goes on. A hook may read and replace .grad; it runs on
+// the thread calling backward.
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
+
+// Removes its hook when it dies or at remove(); movable, not copyable.
+class GradHookHandle {
+ public:
+  GradHookHandle() = default;
+  // The hook `id` on `leaf` (made by register_post_accumulate_grad_hook).
+  GradHookHandle(std::weak_ptr<TensorImpl> leaf, uint64_t id) : leaf_(std::move(leaf)), id_(id) {}
+  GradHookHandle(GradHookHandle&& o) noexcept : leaf_(std::move(o.leaf_)), id_(o.id_) { o.leaf_.reset(); }
+  GradHookHandle& operator=(GradHookHandle&& o) noexcept;
+  GradHookHandle(const GradHookHandle&) = delete;
+  GradHookHandle& operator=(const GradHookHandle&) = delete;
+  ~GradHookHandle() { remove(); }
+  // Unregisters the hook (nothing if already removed or the leaf is gone).
+  void remove();
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+  uint64_t id_ = 0;
+};
+
+// Registers hook on `leaf` (a tensor that requires grad and has no grad_fn;
+// else an AutogradError); keep the handle as long as the hook should run.
+[[nodiscard]] GradHookHandle register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook);
+
 // Attach a Node to `out` (a fresh tensor from the op's forward, with no
 // history). Does nothing when grad mode is off or no input requires grad.
 // To save an op's own output for backward, capture out.detach(): capturing
