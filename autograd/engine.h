@@ -22,7 +22,7 @@ namespace attograd {
 class Grads;
 
 // A tensor an op's backward keeps, registered with record() (see below) so
-// that what the graph shows (to_dot's `saved`, BackwardTrace's saved bytes) is
+// that what the graph shows (to_dot's saved_tensors, BackwardTrace's saved bytes) is
 // what the closure really reads: the closure gets the values back from the
 // node, not from a capture.
 struct SavedTensor {
@@ -245,8 +245,9 @@ class GradHookHandle {
 
 // Attach a Node to `out` (a fresh tensor from the op's forward, with no
 // history). Does nothing when grad mode is off or no input requires grad.
-// To save an op's own output for backward, capture out.detach(): capturing
-// `out` itself would make a cycle (out -> Node -> closure -> out).
+// An op that keeps tensors for backward uses the overloads below. To keep its
+// own output, save out.detach(): `out` itself would make a cycle (out -> Node
+// -> saved -> out).
 Tensor record(std::string_view op, Tensor out, std::initializer_list<Tensor> inputs,
               BackwardFn backward);
 Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs,
@@ -259,7 +260,8 @@ Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs
 //
 // backward gets the N saved tensors after (grad, dx), in the order listed;
 // it captures only non-tensor values (shapes, dims, flags), so the list is
-// everything it keeps. This overload's backward reads them with dx.saved(k).
+// everything it keeps. The form with a std::vector (a count known only at run
+// time, as custom_op's) passes none: its backward reads them with dx.saved(k).
 Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, std::vector<SavedTensor> saved,
               BackwardFn backward);
 namespace detail {

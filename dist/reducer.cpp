@@ -143,12 +143,15 @@ void GradientReducer::allreduce(ReduceOp op) {
     b.running->wait();
     wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
     b.running.reset();
-    const size_t n = b.values.size();
-    for (size_t r = 0; r < b.gathered.size() / std::max<size_t>(n, 1); ++r)  // fixed: the ranks in rank order
-      for (size_t e = 0; e < n; ++e) b.values[e] = r == 0 ? b.gathered[e] : b.values[e] + b.gathered[r * n + e];
-    for_each_piece(params_, offsets_, b.begin, b.end, [&](const Tensor& p, int64_t at, int64_t to, int64_t n_) {
+    if (!b.gathered.empty()) {  // fixed: the ranks' values added in rank order, as reduce_fixed_order does
+      const size_t n = b.values.size();
+      std::copy_n(b.gathered.begin(), n, b.values.begin());
+      for (size_t r = 1; r < static_cast<size_t>(comm_.size()); ++r)
+        for (size_t e = 0; e < n; ++e) b.values[e] += b.gathered[r * n + e];
+    }
+    for_each_piece(params_, offsets_, b.begin, b.end, [&](const Tensor& p, int64_t at, int64_t to, int64_t n) {
       float* out = p.grad().span<float>().data() + at;
-      for (int64_t e = 0; e < n_; ++e) out[e] = b.values[static_cast<size_t>(to + e)] * scale;
+      for (int64_t e = 0; e < n; ++e) out[e] = b.values[static_cast<size_t>(to + e)] * scale;
     });
   }
   reset_overlap();
