@@ -227,6 +227,23 @@ def bench_decode(torch, tt, lib, name, threads, batch, lengths, repeats, seed, k
                   f"tok_s={batch * length / (t / 1e3):.0f} peak_rss_mb={peak_rss_mb():.1f}", flush=True)
 
 
+def override_shape(ap, args):
+    """--d-model, --len and --batch replace the configs' values (as examples/bench's)."""
+    for c in CONFIGS.values():
+        if args.d_model is not None:
+            if args.d_model < c["heads"] or args.d_model % c["heads"]:
+                ap.error(f"--d-model must be a positive multiple of the {c['heads']} heads, got {args.d_model}")
+            c["d_model"], c["d_ff"] = args.d_model, 4 * args.d_model
+        if args.len is not None:
+            if not 2 <= args.len <= 256:
+                ap.error(f"--len must be in [2, 256], got {args.len}")
+            c["len"] = args.len
+        if args.batch is not None:
+            if args.batch < 1:
+                ap.error(f"--batch must be >= 1, got {args.batch}")
+            c["batch"] = args.batch
+
+
 def int_list(s):
     try:
         vals = [int(x) for x in s.split(",")]
@@ -243,6 +260,9 @@ def main():
     ap.add_argument("--threads", type=int_list, default=[1, 2])
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--d-model", type=int, help="override the config's d_model; d_ff becomes 4 x d_model")
+    ap.add_argument("--len", type=int, help="override the config's sequence length (2..256)")
+    ap.add_argument("--batch", type=int, help="override the config's batch")
     ap.add_argument("--mkldnn", choices=["on", "off"], default="on",
                     help="torch.backends.mkldnn.enabled (PyTorch's default: on)")
     ap.add_argument("--decode", action="store_true", help="time greedy decoding on the base model")
@@ -253,6 +273,7 @@ def main():
     args = ap.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.repeats < 1:
         ap.error("need --steps >= 1, --warmup >= 0, --repeats >= 1")
+    override_shape(ap, args)
 
     lib = openblas()
     ensure_environment(lib, max(args.threads))  # before torch loads (may re-execute this script once)

@@ -4,6 +4,7 @@
 //
 //   bench [--config tiny|base|lm|all] [--threads 1,2] [--warmup 5] [--steps 50]
 //   mpirun -np N bench --data-parallel [--config base] [--threads 1] ...
+//   bench [--config base] [--d-model N] [--len N] [--batch N] ...   (shapes of scripts/bench --sweep)
 //   bench --decode [--lengths 32,128] [--decode-batch 64] [--repeats 3] [--no-cache-up-to N]
 //
 // Shape legend: B batch, L sequence length (S = T = L), E d_model, F d_ff,
@@ -193,6 +194,24 @@ void bench_decode(const BenchConfig& c, int threads, int64_t batch, const std::v
   }
 }
 
+// --d-model, --len and --batch replace the config's values.
+void override_shape(BenchConfig& c, const cxxopts::ParseResult& r) {
+  if (r.count("d-model")) {
+    c.d_model = r["d-model"].as<int64_t>();
+    if (c.d_model < c.heads || c.d_model % c.heads != 0)
+      fail<ValueError>("flags", "--d-model must be a positive multiple of the {} heads, got {}", c.heads, c.d_model);
+    c.d_ff = 4 * c.d_model;
+  }
+  if (r.count("len")) {
+    c.len = r["len"].as<int64_t>();
+    if (c.len < 2 || c.len > 256) fail<ValueError>("flags", "--len must be in [2, 256], got {}", c.len);
+  }
+  if (r.count("batch")) {
+    c.batch = r["batch"].as<int64_t>();
+    if (c.batch < 1) fail<ValueError>("flags", "--batch must be >= 1, got {}", c.batch);
+  }
+}
+
 template <class T>
 std::vector<T> parse_list(const std::string& flag, const std::string& s, T lo, T hi) {
   std::vector<T> out;
@@ -221,6 +240,10 @@ int main(int argc, char** argv) {
         ("threads", "comma-separated thread counts", cxxopts::value<std::string>()->default_value("1,2"))
         ("warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("5"))
         ("steps", "timed steps (median reported)", cxxopts::value<int64_t>()->default_value("50"))
+        ("d-model", "override the config's d_model; d_ff becomes 4 × d_model (scripts/bench --sweep)",
+         cxxopts::value<int64_t>())
+        ("len", "override the config's sequence length (2..256)", cxxopts::value<int64_t>())
+        ("batch", "override the config's batch", cxxopts::value<int64_t>())
         ("data-parallel", "train as the Trainer does across the processes of mpirun (dist::world()), timing the allreduce")
         ("decode", "time greedy decoding on the base model instead of training")
         ("lengths", "decode lengths", cxxopts::value<std::string>()->default_value("32,128"))
@@ -240,6 +263,7 @@ int main(int argc, char** argv) {
     for (const BenchConfig& c : {bench::kTiny, bench::kBase, bench::kLm})
       if (which == c.name || which == "all") configs.push_back(c);
     if (configs.empty()) fail<ValueError>("flags", "--config must be tiny, base, lm or all, got '{}'", which);
+    for (BenchConfig& c : configs) override_shape(c, r);
     const auto threads = parse_list<int>("threads", r["threads"].as<std::string>(), 1, 256);
     const int64_t warmup = r["warmup"].as<int64_t>(), steps = r["steps"].as<int64_t>();
     if (warmup < 0 || steps < 1) fail<ValueError>("flags", "need --warmup >= 0 and --steps >= 1, got {} and {}", warmup, steps);

@@ -27,6 +27,18 @@ if grep -q "same=no" <<<"$dec"; then fail "cached and uncached decoding differ";
 # The table script reads these lines (PyTorch's side absent: only the kernel row and our rows that need no peer).
 /usr/bin/python3 "$tools/bench_table.py" "$lines" | grep -q "OpenBLAS kernel" || fail "bench_table.py failed"
 
+# The shape overrides of scripts/bench --sweep: tok_s × step time is the
+# tokens of a step, batch 4 × length 8.
+small=(--config tiny --d-model 32 --len 8 --batch 4 --threads 1 --warmup 0 --steps 1)
+tokens_per_step_is_32() {
+  awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] } }
+       END { t = f["tok_s"] * f["step_ms"] / 1000; exit !(t > 31.5 && t < 32.5) }' <<<"$1"
+}
+line=$("$bin" "${small[@]}")
+echo "$line"
+tokens_per_step_is_32 "$line" || fail "--len 8 --batch 4 did not give 32 tokens per step"
+if "$bin" --config tiny --d-model 30 --steps 1 2>/dev/null; then fail "--d-model 30 (not a multiple of 4 heads) was accepted"; fi
+
 lm=$("$bin" --config lm --threads 1 --warmup 0 --steps 1)
 echo "$lm" | tee -a "$lines"
 grep -Eq "^bench framework=attograd mode=train config=lm threads=1 kernel=[A-Za-z0-9]+ steps=1 step_ms=$re_num tok_s=$re_num gflops=$re_num peak_rss_mb=$re_num$" <<<"$lm" \
@@ -63,6 +75,9 @@ if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   }
   grep -Eq "$(torch_line tiny 2 off PASSIVE)" <<<"$th" || fail "unexpected PyTorch line (tiny, 2 threads: PASSIVE wait)"
   grep -Eq "$(torch_line lm 1 on '[A-Za-z]+')" <<<"$th" || fail "unexpected PyTorch lm line"
+  line=$(/usr/bin/python3 "$tools/bench_torch.py" "${small[@]}")
+  echo "$line"
+  tokens_per_step_is_32 "$line" || fail "bench_torch.py --len 8 --batch 4 did not give 32 tokens per step"
   table=$(/usr/bin/python3 "$tools/bench_table.py" "$lines")
   echo "$table"
   for row in "tiny: train tok/s" "lm: train tok/s" "PyTorch settings"; do
