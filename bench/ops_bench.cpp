@@ -6,13 +6,20 @@
 //
 //   build/bin/ops_bench [--benchmark_filter=matmul]      (cmake -DATTOGRAD_BUILD_BENCHMARKS=ON)
 //
+// BM_vecmath times the float32 transcendental kernels alone on n = R·F
+// floats: arg 0 is the scalar std:: loop the ops used before (glibc), then
+// vecmath.h's sets (1 SLEEF scalar, 2 AVX2, 3 AVX-512; a set this CPU lacks
+// is skipped).
+//
 // Shape legend: R = B·L rows, E width, F ffn width, V vocab, H heads, D head width.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cmath>
 
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/backend/vecmath.h>
 #include <attograd/autograd/generator.h>
 #include <attograd/autograd/ops/attention.h>
 #include <attograd/autograd/ops/elementwise.h>
@@ -138,6 +145,54 @@ void BM_attention(benchmark::State& s) {
   set_rate(s, (backward ? 6 : 2) * 2.0 * B * H * L * L * D, sgemm_gflops(L, L, D, B * H));
 }
 
+// gelu [R, F]: the GPT MLP's activation; arg 1 is the tanh approximation.
+void BM_gelu(benchmark::State& s) {
+  Generator gen(1);
+  const bool backward = s.range(0);
+  const GeluApprox approx = s.range(1) ? GeluApprox::tanh : GeluApprox::none;
+  Tensor x = Tensor::randn({R, F}, gen).requires_grad_(backward);
+  for (auto _ : s) {
+    Tensor y = gelu(x, approx);
+    if (backward) sum(y).backward();
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  set_bytes(s, (backward ? 4 : 2) * 4.0 * x.numel());
+}
+
+template <float (*F)(float)>
+void std_loop(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = F(x[i]);
+}
+float std_exp(float v) { return std::exp(v); }
+float std_tanh(float v) { return std::tanh(v); }
+float std_erf(float v) { return std::erf(v); }
+
+// y = f(x) over R·F floats: arg 0 function (exp, tanh, erf), arg 1 kernel set.
+void BM_vecmath(benchmark::State& s) {
+  using Kernel = void (*)(float*, const float*, int64_t);
+  const int fn = static_cast<int>(s.range(0));
+  Kernel kernel = fn == 0 ? std_loop<std_exp> : fn == 1 ? std_loop<std_tanh> : std_loop<std_erf>;
+  std::string label = "std";
+  if (s.range(1) > 0) {
+    const VecMath* m = vecmath_for(static_cast<VecIsa>(s.range(1) - 1));
+    if (!m) {
+      s.SkipWithError("this CPU lacks the instruction set");
+      return;
+    }
+    kernel = fn == 0 ? m->exp : fn == 1 ? m->tanh : m->erf;
+    label = std::string(m->name);
+  }
+  s.SetLabel(std::string(fn == 0 ? "exp " : fn == 1 ? "tanh " : "erf ") + label);
+  Generator gen(1);
+  const std::vector<float> x = Tensor::randn({R * F}, gen).to_vector<float>();
+  std::vector<float> y(x.size());
+  for (auto _ : s) {
+    kernel(y.data(), x.data(), static_cast<int64_t>(x.size()));
+    benchmark::DoNotOptimize(y.data());
+  }
+  s.counters["Gelem_s"] = benchmark::Counter(x.size() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 BENCHMARK(BM_linear)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
@@ -146,6 +201,8 @@ BENCHMARK(BM_softmax)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMic
 BENCHMARK(BM_layer_norm)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cross_entropy)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_attention)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_gelu)->ArgNames({"backward", "tanh"})->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_vecmath)->ArgNames({"fn", "set"})->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
   ensure_fast_blas_kernel();

@@ -47,16 +47,16 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/attogradConfigVersion.cma
 install(FILES ${PROJECT_BINARY_DIR}/attogradConfig.cmake ${PROJECT_BINARY_DIR}/attogradConfigVersion.cmake
         DESTINATION ${ATTOGRAD_CMAKE_DIR} COMPONENT dev)
 
-# attograd.pc. With static libraries OpenBLAS, SentencePiece and the thread library are
+# attograd.pc. With static libraries OpenBLAS, SentencePiece, SLEEF and the thread library are
 # needed by every link, so they are plain Requires/Libs; a shared build
 # moves them to the .private fields.
 if(BUILD_SHARED_LIBS)
   set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json")
-  set(ATTOGRAD_PC_REQUIRES_PRIVATE "openblas sentencepiece")
+  set(ATTOGRAD_PC_REQUIRES_PRIVATE "openblas sentencepiece sleef")
   set(ATTOGRAD_PC_LIBS_THREADS "")
   set(ATTOGRAD_PC_LIBS_PRIVATE "-pthread")
 else()
-  set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json openblas sentencepiece")
+  set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json openblas sentencepiece sleef")
   set(ATTOGRAD_PC_REQUIRES_PRIVATE "")
   set(ATTOGRAD_PC_LIBS_THREADS " -pthread")
   set(ATTOGRAD_PC_LIBS_PRIVATE "")

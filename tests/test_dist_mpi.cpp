@@ -1,7 +1,7 @@
 // Data-parallel training under `mpirun -np 2` (label "mpi"; skipped when MPI
 // is not built): the collectives across real processes, N=2 ranks with batch b
-// against one process with batch 2b, resuming with another number of
-// processes, and a failing rank ending the whole job with one line.
+// against one process with batch 2b (copy_task and lm), resuming with another
+// number of processes, and a failing rank ending the whole job with one line.
 #include <chrono>
 #include <map>
 
@@ -22,6 +22,19 @@ std::vector<std::string> tiny(int64_t batch, const std::string& log) {
   return {"train", "--steps", "20", "--warmup", "2", "--d-model", "16", "--heads", "2", "--d-ff", "32",
           "--enc-layers", "1", "--dec-layers", "1", "--dropout", "0", "--eval-size", "32", "--samples", "0",
           "--threads", "1", "--log-every", "1", "--log", log, "--batch-size", std::to_string(batch)};
+}
+
+// A few KB of text and a tiny language model trained 12 steps on it.
+std::string small_text() {
+  const std::vector<std::string> words = {"the ", "cat ", "sat ", "on ", "a ", "mat.\n"};
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += words[(i * 5 + i / 7) % 6];
+  return text;
+}
+std::vector<std::string> tiny_lm(const std::string& text, int64_t batch, const std::string& log) {
+  return {"train", "--text", text, "--context", "16", "--d-model", "16", "--heads", "2", "--d-ff", "32", "--layers",
+          "1", "--steps", "12", "--warmup", "2", "--eval-size", "8", "--samples", "0", "--threads", "1",
+          "--log-every", "1", "--log", log, "--batch-size", std::to_string(batch)};
 }
 
 std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -50,6 +63,22 @@ double largest_relative_difference(const std::map<int64_t, double>& a, const std
   for (const auto& [step, loss] : a) {
     EXPECT_TRUE(b.count(step)) << "step " << step;
     if (b.count(step)) worst = std::max(worst, std::abs(loss - b.at(step)) / std::abs(loss));
+  }
+  return worst;
+}
+
+// Two logs of `steps` steps and one evaluation agree to float32 rounding:
+// per-step losses within 1e-6 relative (the largest difference is returned and
+// recorded), the held-out loss within 1e-6.
+double expect_same_run(const Log& one, const Log& two, size_t steps) {
+  EXPECT_EQ(one.loss.size(), steps);
+  const double worst = largest_relative_difference(one.loss, two.loss);
+  EXPECT_LT(worst, 1e-6);
+  ::testing::Test::RecordProperty("largest_relative_loss_difference", std::to_string(worst));
+  EXPECT_EQ(one.evals.size(), 1u);
+  EXPECT_EQ(two.evals.size(), 1u);
+  if (!one.evals.empty() && !two.evals.empty()) {
+    EXPECT_NEAR(one.evals[0]["eval_loss"].get<double>(), two.evals[0]["eval_loss"].get<double>(), 1e-6);
   }
   return worst;
 }
@@ -99,15 +128,30 @@ TEST_F(DistMpi, TwoRanksMatchOneProcessWithTheGlobalBatch) {
   for (const std::string line : {"copy_task: copy", "eval step 20", "done: 20 steps"})
     EXPECT_EQ(lines_with(b.out, line), 1) << "only rank 0 prints: " << b.out;
   const Log la = read_log(dir_ / "one.jsonl"), lb = read_log(dir_ / "two.jsonl");
-  ASSERT_EQ(la.loss.size(), 20u);
-  const double worst = largest_relative_difference(la.loss, lb.loss);
-  EXPECT_LT(worst, 1e-6);  // measured 4.5e-8
-  RecordProperty("largest_relative_loss_difference", std::to_string(worst));
+  expect_same_run(la, lb, 20);  // measured 4.5e-8
   ASSERT_EQ(la.evals.size(), 1u);
   ASSERT_EQ(lb.evals.size(), 1u);
-  EXPECT_NEAR(la.evals[0]["eval_loss"].get<double>(), lb.evals[0]["eval_loss"].get<double>(), 1e-6);
   EXPECT_EQ(la.evals[0]["token_accuracy"], lb.evals[0]["token_accuracy"]);
   EXPECT_EQ(la.evals[0]["exact_match"], lb.evals[0]["exact_match"]);
+}
+
+// The language model through the same loop: 2 ranks x batch 3 train on the
+// windows 1 rank x batch 6 draws, each rank its own rows of every batch.
+TEST_F(DistMpi, TwoRanksOfTheLanguageModelMatchOneProcessWithTheGlobalBatch) {
+  write_text(dir_ / "text.txt", small_text());
+  const auto a = one("lm", tiny_lm(dir_ / "text.txt", 6, dir_ / "one.jsonl"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  const auto b = mpirun(2, "lm", tiny_lm(dir_ / "text.txt", 3, dir_ / "two.jsonl"));
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_TRUE(contains(b.out, "data-parallel: 2 processes (MPI) x batch 3 = global batch 6")) << b.out;
+  for (const std::string line : {"unigram baseline", "eval step 12", "done: 12 steps"})
+    EXPECT_EQ(lines_with(b.out, line), 1) << "only rank 0 prints: " << b.out;
+  const Log la = read_log(dir_ / "one.jsonl"), lb = read_log(dir_ / "two.jsonl");
+  const double worst = expect_same_run(la, lb, 12);  // measured 9.9e-8
+  std::printf("lm: largest relative loss difference, 2 ranks x 3 against 1 x 6: %.3g\n", worst);
+  ASSERT_EQ(la.evals.size(), 1u);
+  ASSERT_EQ(lb.evals.size(), 1u);
+  EXPECT_NEAR(la.evals[0]["bits_per_char"].get<double>(), lb.evals[0]["bits_per_char"].get<double>(), 1e-6);
 }
 
 // With the fixed reduction order two runs are the same bit for bit.
@@ -131,6 +175,23 @@ TEST_F(DistMpi, ResumesOnAnotherNumberOfProcesses) {
   const auto b = mpirun(2, "copy_task", plus(tiny(4, log), {"--checkpoint-dir", ck, "--stop-after", "10"}));
   ASSERT_EQ(b.code, 0) << b.err;
   const auto c = one("copy_task", plus(tiny(8, log), {"--checkpoint-dir", ck, "--resume"}));
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_TRUE(contains(c.out, "resumed from")) << c.out;
+  EXPECT_LT(largest_relative_difference(read_log(dir_ / "one.jsonl").loss, read_log(log).loss), 1e-5);
+}
+
+// The language model stopped on 2 ranks x batch 3 and resumed on 1 process x
+// batch 6: the window generator goes on where it was, so the steps are one
+// uninterrupted process's.
+TEST_F(DistMpi, TheLanguageModelResumesOnAnotherNumberOfProcesses) {
+  write_text(dir_ / "text.txt", small_text());
+  const auto a = one("lm", tiny_lm(dir_ / "text.txt", 6, dir_ / "one.jsonl"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  const std::string ck = dir_ / "ck", log = dir_ / "resumed.jsonl";
+  const auto b =
+      mpirun(2, "lm", plus(tiny_lm(dir_ / "text.txt", 3, log), {"--checkpoint-dir", ck, "--stop-after", "6"}));
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto c = one("lm", plus(tiny_lm(dir_ / "text.txt", 6, log), {"--checkpoint-dir", ck, "--resume"}));
   ASSERT_EQ(c.code, 0) << c.err;
   EXPECT_TRUE(contains(c.out, "resumed from")) << c.out;
   EXPECT_LT(largest_relative_difference(read_log(dir_ / "one.jsonl").loss, read_log(log).loss), 1e-5);

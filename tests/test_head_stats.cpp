@@ -8,6 +8,7 @@
 #include <attograd/autograd/engine.h>
 #include <attograd/data/loader.h>
 #include "examples/heads_study/head_stats.h"
+#include "examples/heads_study/study.h"
 #include "test_util.h"
 
 using namespace attograd;
@@ -146,4 +147,82 @@ TEST(HeadAblation, RemovesOneHeadAtATimeAndRestoresTheObservers) {
   masked_heads_loss(model, batches, kPadId);
   EXPECT_EQ(calls, seen + 1);
   for (size_t i = 1; i < modules.size(); ++i) EXPECT_FALSE(modules[i].second->observer) << modules[i].first;
+}
+
+// The FLOP count follows the architecture: sharing K/V heads (G < H) removes
+// exactly the decoder K/V projection work, i.e. the weights it removes
+// (2 FLOPs per weight per token: self-attention's over T target tokens,
+// cross-attention's over S source tokens), times 3 for training.
+TEST(HeadStatistics, FlopsPerTokenShrinkWithSharedKVHeadsAsTheWeightsDo) {
+  TransformerConfig mha;
+  mha.d_model = 16;
+  mha.heads = 4;
+  mha.d_ff = 32;
+  mha.enc_layers = 1;
+  mha.dec_layers = 2;
+  TransformerConfig gqa = mha;
+  gqa.kv_heads = 1;
+  Generator g1(1), g2(1);
+  const Seq2SeqTransformer a(mha, g1, nullptr), b(gqa, g2, nullptr);
+  const double E = 16, removed_params = static_cast<double>(a.num_parameters() - b.num_parameters());
+  const double removed_weights = removed_params * E / (E + 1);  // each removed output column has E weights + 1 bias
+  const double S = 7, T = 5;
+  const double saved = flops_per_target_token(mha, S, T) - flops_per_target_token(gqa, S, T);
+  EXPECT_GT(saved, 0);
+  EXPECT_NEAR(saved * T / 3, removed_weights * (T + S), 1e-9 * saved * T);
+  EXPECT_DOUBLE_EQ(flops_per_target_token(mha, S, T), [&] {
+    TransformerConfig c = mha;
+    c.kv_heads = c.heads;
+    return flops_per_target_token(c, S, T);
+  }());
+}
+
+// Michel's importance is |∂L/∂ξ_h|: it matches central differences of the
+// loss in the head's gate (float64), on the full model and with heads
+// removed, and a head that cannot reach the output scores 0. A mask applied
+// by HeadMaskGuard removes exactly the heads it zeroes.
+TEST(HeadImportance, IsTheGateGradientAndHonoursTheMask) {
+  Generator gen(11);
+  Seq2SeqTransformer model(tiny_config(), gen, nullptr);
+  model.to(DType::f64);
+  const Batch b = tiny_batch();
+  const std::vector<AblationBatch> batches = {{b.src, b.tgt_in, b.tgt_out, b.src_key_padding_mask}};
+  const auto modules = attention_modules(model);
+  {
+    NoGradGuard no_grad;
+    Tensor w = modules[2].second->out_proj->weight;  // cross attention [E, E]; head 1 reads columns D..E
+    const int64_t E = w.size(0), D = E / 2;
+    for (int64_t r = 0; r < E; ++r)
+      for (int64_t c = D; c < E; ++c) w.data<double>()[r * E + c] = 0.0;
+  }
+  HeadMask mask = full_head_mask(model);
+  ASSERT_EQ(mask.size(), 3u);
+  EXPECT_EQ(removed_heads(mask), 0);
+  auto loss_at = [&](const HeadMask& m) {
+    HeadMaskGuard guard(model, m);
+    return masked_heads_loss(model, batches, kPadId);
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) mask["encoder.layers.0.self_attn"][0] = 0.0;  // scored again at ξ = 0
+    const std::vector<HeadImportance> imp = head_importance(model, batches, kPadId, mask);
+    ASSERT_EQ(imp.size(), 6u);
+    for (const HeadImportance& h : imp) {
+      const double eps = 1e-5;
+      HeadMask up = mask, down = mask;
+      up[h.module][static_cast<size_t>(h.head)] += eps;
+      down[h.module][static_cast<size_t>(h.head)] -= eps;
+      const double numeric = std::abs(loss_at(up) - loss_at(down)) / (2 * eps);
+      EXPECT_NEAR(h.importance, numeric, 1e-7 + 1e-6 * numeric) << h.module << " head " << h.head << " pass " << pass;
+    }
+    EXPECT_EQ(imp[5].module, "decoder.layers.0.cross_attn");
+    EXPECT_EQ(imp[5].importance, 0.0);
+    EXPECT_NEAR(imp[4].normalized, 1.0, 1e-12);  // the module's only non-zero head
+  }
+  EXPECT_EQ(removed_heads(mask), 1);
+  // The mask's loss is the ablation's loss for that head.
+  double baseline = 0;
+  const auto ablation = ablate_heads(model, batches, kPadId, &baseline);
+  EXPECT_DOUBLE_EQ(loss_at(mask), ablation[0].loss);
+  EXPECT_DOUBLE_EQ(loss_at(full_head_mask(model)), baseline);
+  for (const auto& [name, m] : modules) EXPECT_FALSE(m->observer) << name;  // the guards restored them
 }

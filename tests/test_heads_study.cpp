@@ -76,6 +76,26 @@ TEST_F(HeadsStudy, QuickRunWritesEveryOutput) {
   for (const char* f : {"index.html", "cross-L0-H1.svg", "dec-self-L0-H0.svg", "enc-self-L0-H1.svg"})
     EXPECT_TRUE(fs::exists(out + "/inspect-fr/input-1/" + f)) << f;
 
+  // pruning-fr.jsonl: three orders, each from 0 removed heads (the same intact
+  // score) in equal steps up to at most 90% of the 6 heads, scores in range.
+  std::map<std::string, std::vector<nlohmann::json>> curves;
+  for (const std::string& line : lines_of(read_text(out + "/pruning-fr.jsonl"))) {
+    const auto j = nlohmann::json::parse(line);
+    curves[j["order"].get<std::string>()].push_back(j);
+  }
+  ASSERT_EQ(curves.size(), 3u);
+  for (const auto& [order, pts] : curves) {
+    ASSERT_EQ(pts.size(), 6u) << order;  // 0..5 heads removed, one (about 10% of 6) at a time
+    for (size_t i = 0; i < pts.size(); ++i) {
+      EXPECT_EQ(pts[i]["removed"].get<int64_t>(), static_cast<int64_t>(i)) << order;
+      EXPECT_DOUBLE_EQ(pts[i]["fraction"].get<double>(), static_cast<double>(i) / 6) << order;
+      EXPECT_GE(pts[i]["bleu"].get<double>(), 0);
+      EXPECT_LE(pts[i]["exact_match"].get<double>(), 100);
+    }
+    EXPECT_EQ(pts[0]["bleu"], curves.begin()->second[0]["bleu"]) << order;
+  }
+  EXPECT_NE(read_text(out + "/pruning-fr.md").find("| removed | fraction | importance EM"), std::string::npos);
+
   // kv-bench.md: outputs identical with and without the cache, bytes equal to the formula.
   const std::string kv = read_text(out + "/kv-bench.md");
   const std::regex row(R"(\| (\d+) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| yes \| (\d+) \| (\d+) \|)");

@@ -1,6 +1,8 @@
 // The lm program end to end, run as a subprocess: a tiny GPT trained on a few
 // KB for a few steps, deterministic seeded samples, exact resume, eval, and
 // one clear line with exit code 2 for every kind of bad input.
+#include <sched.h>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -26,7 +28,7 @@ std::string small_text() {
 
 // A tiny model and run; `extra` adds or overrides flags.
 std::vector<std::string> tiny_train(const std::string& data, std::vector<std::string> extra) {
-  std::vector<std::string> args = {"train", "--data", data, "--context", "16", "--d-model", "16", "--heads", "2",
+  std::vector<std::string> args = {"train", "--text", data, "--context", "16", "--d-model", "16", "--heads", "2",
                                    "--d-ff", "32", "--layers", "1", "--batch-size", "4", "--steps", "6",
                                    "--warmup", "1", "--eval-every", "3", "--eval-size", "4", "--quiet", "--samples", "0"};
   args.insert(args.end(), extra.begin(), extra.end());
@@ -107,9 +109,6 @@ TEST_F(LMProgram, BadInputIsOneLineAndExitCode2) {
                         "smaller --vocab-size");
   write_text(dir / "short.txt", "tiny text\n");
   expect_one_line_error(run(tiny_train(dir / "short.txt", {})), "lm", "shorter --context");
-  // Shared train flags lm's own loop does not implement are refused, not ignored.
-  expect_one_line_error(run(tiny_train(dir / "text.txt", {"--trace-backward"})), "lm", "--trace-backward");
-  expect_one_line_error(run(tiny_train(dir / "text.txt", {"--label-smoothing", "0.1"})), "lm", "--label-smoothing");
   const std::string ck = dir / "ck";
   ASSERT_EQ(run(tiny_train(dir / "text.txt", {"--checkpoint-dir", ck, "--steps", "2", "--eval-every", "0"})).code, 0);
   expect_one_line_error(run({"sample", "--checkpoint", ck, "--prompt", std::string(20, 'a')}), "lm",
@@ -117,4 +116,70 @@ TEST_F(LMProgram, BadInputIsOneLineAndExitCode2) {
   expect_one_line_error(run({"sample", "--checkpoint", ck, "--top-p", "0"}), "lm", "--top-p");
   expect_one_line_error(run({"sample"}), "lm", "--checkpoint is required");
   expect_one_line_error(run({"generate"}), "lm", "unknown mode 'generate'");
+}
+
+// lm trains through the shared loop, so its views of the first step and its
+// label smoothing work as they do for copy_task and translate.
+TEST_F(LMProgram, TheSharedLoopsFlagsWork) {
+  const ProgramOutcome v = run(tiny_train(dir / "text.txt", {"--steps", "2", "--graph-out", dir / "graph.dot",
+                                                             "--trace-backward=" + std::string(dir / "trace.jsonl"),
+                                                             "--log", dir / "plain.jsonl", "--log-every", "1"}));
+  ASSERT_EQ(v.code, 0) << v.err;
+  EXPECT_TRUE(contains(read_text(dir / "graph.dot"), "digraph"));
+  const auto trace = lines_of(read_text(dir / "trace.jsonl"));
+  ASSERT_FALSE(trace.empty());
+  EXPECT_TRUE(nlohmann::json::parse(trace.front()).is_object());
+  const ProgramOutcome s = run(tiny_train(dir / "text.txt", {"--steps", "2", "--label-smoothing", "0.3", "--log",
+                                                             dir / "smooth.jsonl", "--log-every", "1"}));
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto plain = logged_losses(dir / "plain.jsonl"), smooth = logged_losses(dir / "smooth.jsonl");
+  ASSERT_EQ(plain.size(), 2u);
+  ASSERT_EQ(smooth.size(), 2u);
+  EXPECT_NE(plain[0], smooth[0]) << "--label-smoothing did not change the loss";
+}
+
+TEST_F(LMProgram, AttentionOutDrawsEveryLayerAndHead) {
+  const std::string ck = dir / "ck", pics = dir / "pics";
+  ASSERT_EQ(run(tiny_train(dir / "text.txt", {"--checkpoint-dir", ck, "--steps", "2", "--layers", "2"})).code, 0);
+  const ProgramOutcome p = run({"sample", "--checkpoint", ck, "--prompt", "the cat", "--max-len", "5", "--seed", "3",
+                                "--attention-out", pics});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_TRUE(contains(p.err, "wrote 4 attention heatmaps")) << p.err;
+  const std::string index = read_text(pics + "/index.html");
+  EXPECT_TRUE(index.starts_with("<!DOCTYPE html>"));
+  for (int layer = 0; layer < 2; ++layer)
+    for (int h = 0; h < 2; ++h) {
+      const std::string file = "causal-self-L" + std::to_string(layer) + "-H" + std::to_string(h) + ".svg";
+      const std::string svg = read_text(pics + "/" + file);
+      ASSERT_TRUE(svg.starts_with("<svg")) << file;
+      EXPECT_TRUE(svg.ends_with("</svg>\n")) << file;
+      EXPECT_TRUE(contains(index, "src=\"" + file + "\"")) << file;
+      EXPECT_TRUE(contains(svg, ">c</text>")) << file;  // a token of the prompt labels a row and a column
+      EXPECT_TRUE(contains(svg, "causal self-attention")) << file;
+    }
+  // 7 prompt + 5 sampled tokens: a 12 x 12 grid.
+  const std::string svg = read_text(pics + "/causal-self-L0-H0.svg");
+  size_t cells = 0;
+  for (size_t at = svg.find("<rect x="); at != std::string::npos; at = svg.find("<rect x=", at + 1)) ++cells;
+  EXPECT_EQ(cells, 12u * 12u + 1u);  // the cells and the frame
+}
+
+// --threads defaults to the cores the process may use, the header says how
+// many, and the losses are those of one thread, bit for bit.
+TEST_F(LMProgram, DefaultsToTheUsableCoresWithTheSameLosses) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int cores = CPU_COUNT(&set);
+  const auto logged = [&](const std::string& log, std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--log", log, "--log-every", "1", "--steps", "3"});
+    return run(tiny_train(dir / "text.txt", extra));
+  };
+  const ProgramOutcome d = logged(dir / "default.jsonl", {});
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_TRUE(contains(d.out, "| " + std::to_string(cores) + " thread(s)")) << d.out;
+  ASSERT_EQ(logged(dir / "one.jsonl", {"--threads", "1"}).code, 0);
+  const auto a = logged_losses(dir / "default.jsonl"), b = logged_losses(dir / "one.jsonl");
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a, b);
 }

@@ -99,7 +99,10 @@ TEST_F(ExplodingRun, SkipWarnsForEachStepAndFinishes) {
 }
 
 TEST_F(ExplodingRun, DetectAnomalyNamesTheFirstOpAndItsInputShapes) {
-  const auto r = run({"--detect-anomaly"});
+  // With Adam, whether the forward (attention) or a backward (linear) overflows
+  // first at lr 1e6 turns on last-bit rounding (seed 2 already flips it); SGD
+  // with momentum blows up the forward first for every seed and rounding tried.
+  const auto r = run({"--detect-anomaly", "--optimizer", "sgd"});
   testing::expect_one_line_error(r, "copy_task", "forward produced NaN or +Inf (output [");
   EXPECT_NE(r.err.find("inputs: ["), std::string::npos) << r.err;
 }

@@ -13,12 +13,20 @@
 // all-masked class row gives no NaN. A NaN anywhere makes the row NaN instead.
 //
 // Sums are in double. Summation order is fixed (sequential, or lane_sum's
-// fixed lanes): a row's result does not depend on the machine or the thread
-// count. y may alias x, and dx may alias g (in place).
+// fixed lanes): a row's result does not depend on the thread count, nor on
+// the machine beyond vecmath.h's scalar fallback. y may alias x, and dx may
+// alias g (in place).
+//
+// Float32 exps over a contiguous row come from vec_exp (SLEEF, 1.0 ulp, see
+// autograd/backend/vecmath.h), a block of kVecBlock at a time; float64 and
+// strided rows take std::exp element by element.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+
+#include <attograd/autograd/backend/vecmath.h>
 
 namespace attograd {
 
@@ -72,9 +80,33 @@ RowMax<T> row_max(const T* x, int64_t n, int64_t stride = 1) {
   });
 }
 
+// y_k = exp(x_k − shift) over a contiguous row;  y may alias x
+template <class T>
+void exp_shifted_row(T* y, const T* x, int64_t n, T shift) {
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t k = 0; k < n; ++k) y[k] = x[k] - shift;
+    vec_exp(y, y, n);
+  } else {
+    for (int64_t k = 0; k < n; ++k) y[k] = std::exp(x[k] - shift);
+  }
+}
+
 // Σ_k exp(x_k − max) in double, each exp taken in E; sink(k, e) sees every term.
 template <class E, class T, class Sink>
 double row_exp_sum(const T* x, int64_t n, int64_t stride, T max, Sink sink) {
+  if constexpr (std::is_same_v<E, float> && std::is_same_v<T, float>) {
+    if (stride == 1) {
+      float e[kVecBlock];
+      double total = 0;
+      for (int64_t b = 0; b < n; b += kVecBlock) {
+        const int64_t m = std::min(kVecBlock, n - b);
+        exp_shifted_row(e, x + b, m, max);
+        for (int64_t k = 0; k < m; ++k) sink(b + k, e[k]);
+        total += lane_sum<double>(m, [&](int64_t k) { return e[k]; });
+      }
+      return total;
+    }
+  }
   return rows_detail::with_stride(stride, [&](auto s) {
     double total = 0;
     for (int64_t k = 0; k < n; ++k) {
@@ -147,6 +179,15 @@ void log_softmax_backward_row(T* dx, const T* g, const T* y, int64_t n, int64_t 
     double total = 0;
     for (int64_t k = 0; k < n; ++k) total += g[k * s];
     const T t = static_cast<T>(total);
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<decltype(s), rows_detail::Unit>) {
+      float e[kVecBlock];
+      for (int64_t b = 0; b < n; b += kVecBlock) {
+        const int64_t m = std::min(kVecBlock, n - b);
+        exp_shifted_row(e, y + b, m, 0.0f);
+        for (int64_t k = 0; k < m; ++k) dx[b + k] = g[b + k] - e[k] * t;
+      }
+      return;
+    }
     for (int64_t k = 0; k < n; ++k) dx[k * s] = g[k * s] - std::exp(y[k * s]) * t;
   });
 }

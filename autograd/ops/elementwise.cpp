@@ -1,4 +1,7 @@
 // Elementwise ops: forward, then the backward closure right under it.
+// Float32 exp, tanh, sigmoid, normal_cdf and gelu (forward and backward) take
+// their transcendentals from vecmath.h (SLEEF, 1.0 ulp) a block at a time;
+// float64 stays std:: math.
 //
 // Shape legend: a, b, x are any shapes that broadcast together (NumPy rules);
 // out has the broadcast shape; grad (dL/dout) has out's shape. A broadcast
@@ -12,9 +15,11 @@
 // a piecewise-constant factor (a sign, a mask) enters as a constant.
 #include <attograd/autograd/ops/elementwise.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
+#include <attograd/autograd/backend/vecmath.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/ops/kernels.h>
 #include <attograd/autograd/ops/reduction.h>
@@ -49,6 +54,36 @@ Tensor zip_float(std::string_view op, const Tensor& a, const Tensor& b, F f) {
 template <class F>
 Tensor map_float(std::string_view op, const Tensor& x, F f) {
   return dispatch_float(x.dtype(), op, [&]<class T>() { return map<T>(x, [&](T v) { return f(v); }); });
+}
+
+// map_float with a float32 fast path: block(y, x, n) computes y over n ≤
+// kVecBlock contiguous floats with vecmath.h's functions; float64 takes f.
+template <class F, class Block>
+Tensor map_float_vec(std::string_view op, const Tensor& x, F f, Block block) {
+  if (x.dtype() != DType::f32) return map_float(op, x, f);
+  const Tensor xc = x.contiguous();
+  Tensor out = Tensor::empty(x.shape(), DType::f32);
+  const float* px = xc.data<float>();
+  float* po = out.data<float>();
+  parallel_for(out.numel(), kElementwiseGrain, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; i += kVecBlock) block(po + i, px + i, std::min(kVecBlock, last - i));
+  });
+  return out;
+}
+
+// zip_float with the same fast path for float32 operands of one shape:
+// block(y, a, b, n); broadcasting and float64 take f.
+template <class F, class Block>
+Tensor zip_float_vec(std::string_view op, const Tensor& a, const Tensor& b, F f, Block block) {
+  if (a.dtype() != DType::f32 || b.dtype() != DType::f32 || a.shape() != b.shape()) return zip_float(op, a, b, f);
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  Tensor out = Tensor::empty(a.shape(), DType::f32);
+  const float *pa = ac.data<float>(), *pb = bc.data<float>();
+  float* po = out.data<float>();
+  parallel_for(out.numel(), kElementwiseGrain, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; i += kVecBlock) block(po + i, pa + i, pb + i, std::min(kVecBlock, last - i));
+  });
+  return out;
 }
 
 Tensor scalar_like(double v, const Tensor& t) { return Tensor::scalar(v, t.dtype()); }
@@ -166,7 +201,7 @@ Tensor neg(const Tensor& x) {
 
 // exp: out = e^x (saves out)
 Tensor exp(const Tensor& x) {
-  Tensor out = map_float("exp", x, [](auto v) { return std::exp(v); });
+  Tensor out = map_float_vec("exp", x, [](auto v) { return std::exp(v); }, vec_exp);
   return record("exp", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = e^x  =>  dx = grad * out
     dx[0] += mul(grad, dx.output(y));
@@ -207,7 +242,7 @@ Tensor abs(const Tensor& x) {
 
 // tanh: out = tanh x (saves out)
 Tensor tanh(const Tensor& x) {
-  Tensor out = map_float("tanh", x, [](auto v) { return std::tanh(v); });
+  Tensor out = map_float_vec("tanh", x, [](auto v) { return std::tanh(v); }, vec_tanh);
   return record("tanh", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = tanh x  =>  dx = grad * (1 - out^2)
     if (dx.create_graph()) { const Tensor t = dx.output(y); dx[0] += mul(grad, 1.0 - t * t); return; }
@@ -217,9 +252,14 @@ Tensor tanh(const Tensor& x) {
 
 // sigmoid: out = 1 / (1 + e^-x) (saves out)
 Tensor sigmoid(const Tensor& x) {
-  Tensor out = map_float("sigmoid", x, [](auto v) {
+  const auto scalar = [](auto v) {
     using T = decltype(v);
     return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
+  };
+  Tensor out = map_float_vec("sigmoid", x, scalar, [](float* y, const float* v, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = -std::abs(v[i]);  // e^-|v|: e^-v for v ≥ 0, e^v below
+    vec_exp(y, y, n);
+    for (int64_t i = 0; i < n; ++i) y[i] = v[i] >= 0 ? 1.0f / (1.0f + y[i]) : y[i] / (1.0f + y[i]);
   });
   return record("sigmoid", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
     // out = σ(x)  =>  dx = grad * out * (1 - out)
@@ -250,9 +290,14 @@ Tensor normal_pdf(const Tensor& x) { return exp(x * x * -0.5) * kInvSqrt2Pi; }
 
 // normal_cdf: out = Φ(x) = ½ (1 + erf(x/√2))
 Tensor normal_cdf(const Tensor& x) {
-  Tensor out = map_float("normal_cdf", x, [](auto v) {
+  const auto scalar = [](auto v) {
     using T = decltype(v);
     return T(0.5) * (T(1) + std::erf(v * T(kInvSqrt2)));
+  };
+  Tensor out = map_float_vec("normal_cdf", x, scalar, [](float* y, const float* v, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = v[i] * float(kInvSqrt2);
+    vec_erf(y, y, n);
+    for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * (1.0f + y[i]);
   });
   return record("normal_cdf", out, {x}, [x_ = x.detach()](const Tensor& grad, Grads& dx) {
     // out = Φ(x)  =>  dx = grad * φ(x)
@@ -270,17 +315,27 @@ Tensor gelu_slope(const Tensor& x, bool exact) {
 
 Tensor gelu(const Tensor& x, GeluApprox approx) {
   const bool exact = approx == GeluApprox::none;
-  Tensor out = map_float("gelu", x, [exact](auto v) {
+  const auto scalar = [exact](auto v) {
     using T = decltype(v);
     if (exact) return T(0.5) * v * (T(1) + std::erf(v * T(kInvSqrt2)));
     return T(0.5) * v * (T(1) + std::tanh(T(kSqrt2OverPi) * (v + T(kC) * v * v * v)));
+  };
+  Tensor out = map_float_vec("gelu", x, scalar, [exact](float* y, const float* v, int64_t n) {
+    if (exact) {
+      for (int64_t i = 0; i < n; ++i) y[i] = v[i] * float(kInvSqrt2);
+      vec_erf(y, y, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) y[i] = float(kSqrt2OverPi) * (v[i] + float(kC) * v[i] * v[i] * v[i]);
+      vec_tanh(y, y, n);
+    }
+    for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * v[i] * (1.0f + y[i]);
   });
   return record("gelu", out, {x}, [x_ = x.detach(), exact](const Tensor& grad, Grads& dx) {
     // exact: d/dx [x Φ(x)] = Φ(x) + x φ(x),   φ(x) = e^(-x²/2) / √(2π)
     // tanh:  with u = √(2/π)(x + 0.044715x³), t = tanh u:
     //        d/dx = ½(1 + t) + ½ x (1 - t²) √(2/π) (1 + 3·0.044715 x²)
     if (dx.create_graph()) { dx[0] += mul(grad, gelu_slope(dx.input(0, x_), exact)); return; }
-    dx[0] += zip_float("gelu", grad, x_, [exact](auto g, auto v) {
+    const auto scalar_slope = [exact](auto g, auto v) {
       using T = decltype(v);
       if (exact) {
         const T cdf = T(0.5) * (T(1) + std::erf(v * T(kInvSqrt2)));
@@ -289,6 +344,21 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
       }
       const T t = std::tanh(T(kSqrt2OverPi) * (v + T(kC) * v * v * v));
       return g * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * kC) * v * v));
+    };
+    dx[0] += zip_float_vec("gelu", grad, x_, scalar_slope, [exact](float* d, const float* g, const float* v, int64_t n) {
+      if (exact) {  // d holds erf(v/√2), e the exponential of φ(v)
+        float e[kVecBlock];
+        for (int64_t i = 0; i < n; ++i) d[i] = v[i] * float(kInvSqrt2), e[i] = -0.5f * v[i] * v[i];
+        vec_erf(d, d, n);
+        vec_exp(e, e, n);
+        for (int64_t i = 0; i < n; ++i) d[i] = g[i] * (0.5f * (1.0f + d[i]) + v[i] * (float(kInvSqrt2Pi) * e[i]));
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) d[i] = float(kSqrt2OverPi) * (v[i] + float(kC) * v[i] * v[i] * v[i]);
+      vec_tanh(d, d, n);  // d holds t
+      for (int64_t i = 0; i < n; ++i)
+        d[i] = g[i] * (0.5f * (1.0f + d[i]) +
+                       0.5f * v[i] * (1.0f - d[i] * d[i]) * float(kSqrt2OverPi) * (1.0f + float(3 * kC) * v[i] * v[i]));
     });
   });
 }

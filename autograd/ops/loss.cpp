@@ -116,7 +116,8 @@ void cross_entropy_backward_rows(T* dx, const T* x, const T* lse, const int64_t*
     }
     const T* row = x + i * r.v;
     const T gi = static_cast<T>(g[i]), l = lse[i], shift = static_cast<T>(off);
-    for (int64_t k = 0; k < r.v; ++k) d[k] = gi * (std::exp(row[k] - l) - shift);
+    exp_shifted_row(d, row, r.v, l);
+    for (int64_t k = 0; k < r.v; ++k) d[k] = gi * (d[k] - shift);
     d[t[i]] -= gi * static_cast<T>(1 - eps);
   }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -40,7 +41,25 @@ size_t text_length(const std::string& s) {
 const char* kind_title(const std::string& kind) {
   if (kind == "enc-self") return "encoder self-attention";
   if (kind == "dec-self") return "decoder self-attention";
+  if (kind == "causal-self") return "causal self-attention";
   return "cross-attention";
+}
+
+// Module name -> attention weights [1, H, rows, cols] of every attention
+// module below model, in one forward (eval mode, no grad).
+std::map<std::string, Tensor> observed_weights(Module& model, const std::function<void()>& forward) {
+  const bool was_training = model.is_training();
+  model.eval();
+  std::map<std::string, Tensor> kept;
+  {
+    NoGradGuard no_grad;
+    AttentionObserverGuard observe(model, [&kept](const std::string& name) -> AttentionObserver {
+      return [&kept, name](AttentionCall& call) { kept[name] = call.weights; };
+    });
+    forward();
+  }
+  model.train(was_training);
+  return kept;
 }
 
 }  // namespace
@@ -50,17 +69,9 @@ AttentionPictures draw_attention(Seq2SeqTransformer& model, const std::vector<st
   std::vector<int64_t> tgt_in{kBosId};
   tgt_in.insert(tgt_in.end(), output.begin(), output.end());
   const std::vector<std::string> tgt_tokens = tgt_vocab.decode(tgt_in);
-  const bool was_training = model.is_training();
-  model.eval();
-  std::map<std::string, Tensor> kept;  // module name -> weights [1, H, rows, cols]
-  {
-    NoGradGuard no_grad;
-    AttentionObserverGuard observe(model, [&kept](const std::string& name) -> AttentionObserver {
-      return [&kept, name](AttentionCall& call) { kept[name] = call.weights; };
-    });
+  std::map<std::string, Tensor> kept = observed_weights(model, [&] {
     model.forward(src, Tensor::from_vector(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}));
-  }
-  model.train(was_training);
+  });
 
   AttentionPictures pics;
   for (const std::string kind : {"enc-self", "dec-self", "cross"}) {
@@ -89,6 +100,30 @@ AttentionPictures draw_attention(Seq2SeqTransformer& model, const std::vector<st
       }
       ++layer;
     }
+  }
+  return pics;
+}
+
+AttentionPictures draw_lm_attention(GPT& model, const std::vector<std::string>& tokens, const Tensor& ids) {
+  std::map<std::string, Tensor> kept = observed_weights(model, [&] { model.forward(ids); });  // [1, H, T, T]
+  AttentionPictures pics;
+  int64_t layer = 0;
+  for (const auto& [name, attention] : attention_modules(model)) {
+    const Tensor& w = kept[name];
+    const int64_t T = static_cast<int64_t>(tokens.size());
+    if (!w.defined() || w.dim() != 4 || w.size(2) != T || w.size(3) != T)
+      fail<ValueError>("draw_lm_attention", "{} gave no [1, H, {}, {}] weights in the forward", name, T, T);
+    const std::vector<float> values = w.contiguous().to_vector<float>();
+    for (int64_t h = 0; h < w.size(1); ++h) {
+      AttentionMap map;
+      map.kind = "causal-self";
+      map.layer = layer;
+      map.head = h;
+      map.rows = map.cols = tokens;
+      map.weights.assign(values.begin() + h * T * T, values.begin() + (h + 1) * T * T);
+      pics.maps.push_back(std::move(map));
+    }
+    ++layer;
   }
   return pics;
 }
@@ -140,10 +175,10 @@ void write_attention_pictures(const AttentionPictures& pics, const std::string& 
   std::string html = fmt::format(
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>attention: {}</title>\n<style>body{{font-family:sans-serif;"
       "margin:16px}} .row{{display:flex;flex-wrap:wrap;gap:8px;align-items:flex-start}} img{{border:1px solid #ddd}}"
-      "</style></head><body>\n<h1>{} &rarr; {}</h1>\n<p>Rows are queries, columns keys; darker is more attention "
+      "</style></head><body>\n<h1>{}</h1>\n<p>Rows are queries, columns keys; darker is more attention "
       "(each row sums to 1). Decoder rows are labelled with their input token: that position predicts the next "
       "token.</p>\n",
-      escape(source), escape(source), escape(translation));
+      escape(source), translation.empty() ? escape(source) : escape(source) + " &rarr; " + escape(translation));
   std::string kind, section_layer;
   for (const AttentionMap& m : pics.maps) {
     const std::string file = fmt::format("{}-L{}-H{}.svg", m.kind, m.layer, m.head);

@@ -90,6 +90,26 @@ CheckpointMeta parse_checkpoint_meta(const Metadata& md, const std::string& file
   return meta;
 }
 
+namespace {
+
+Generator::State get_generator_state(const TensorMap& tensors, const std::string& key, const std::string& file) {
+  auto rng = tensors.find(key);
+  if (rng == tensors.end() || rng->second.dtype() != DType::i64 || rng->second.numel() != 4)
+    fail<IOError>("checkpoint", "{}: missing or malformed '{}'", file, key);
+  auto words = rng->second.to_vector<int64_t>();
+  Generator::State state{};
+  for (size_t i = 0; i < 4; ++i) state[i] = static_cast<uint64_t>(words[i]);
+  return state;
+}
+
+Tensor generator_state_tensor(const Generator::State& state) {
+  std::vector<int64_t> words;
+  for (uint64_t w : state) words.push_back(static_cast<int64_t>(w));
+  return Tensor::from_vector(words, {4});
+}
+
+}  // namespace
+
 TrainProgress parse_train_progress(const TensorMap& tensors, const std::string& file) {
   TrainProgress p;
   p.step = get_i64(tensors, "train.step", file);
@@ -97,11 +117,8 @@ TrainProgress parse_train_progress(const TensorMap& tensors, const std::string& 
   p.loader.position = get_i64(tensors, "loader.position", file);
   p.schedule_step = get_i64(tensors, "schedule.last_step", file);
   if (tensors.count("loader.global_batch")) p.global_batch = get_i64(tensors, "loader.global_batch", file);
-  auto rng = tensors.find("rng.dropout");
-  if (rng == tensors.end() || rng->second.dtype() != DType::i64 || rng->second.numel() != 4)
-    fail<IOError>("checkpoint", "{}: missing or malformed 'rng.dropout'", file);
-  auto words = rng->second.to_vector<int64_t>();
-  for (size_t i = 0; i < 4; ++i) p.rng[i] = static_cast<uint64_t>(words[i]);
+  p.rng = get_generator_state(tensors, "rng.dropout", file);
+  if (tensors.count("rng.data")) p.data_rng = get_generator_state(tensors, "rng.data", file);
   auto best = tensors.find("train.best_eval_loss");
   if (best != tensors.end()) {
     if (!is_floating(best->second.dtype()) || best->second.numel() != 1)
@@ -147,9 +164,8 @@ std::string save_checkpoint(const std::string& dir, const TensorMap& model_state
 
   TensorMap train;
   for (auto& [k, t] : optimizer_state) train["optim." + k] = t;
-  std::vector<int64_t> words;
-  for (uint64_t w : p.rng) words.push_back(static_cast<int64_t>(w));
-  train["rng.dropout"] = Tensor::from_vector(words, {4});
+  train["rng.dropout"] = generator_state_tensor(p.rng);
+  if (p.data_rng) train["rng.data"] = generator_state_tensor(*p.data_rng);
   train["loader.epoch"] = i64(p.loader.epoch);
   train["loader.position"] = i64(p.loader.position);
   train["schedule.last_step"] = i64(p.schedule_step);

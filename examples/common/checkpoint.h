@@ -9,7 +9,8 @@
 //   step-<N>.train.safetensors  everything else a resume needs: optimizer state
 //                               ("optim.*"), the dropout generator ("rng.dropout",
 //                               4 words), the data position ("loader.epoch",
-//                               "loader.position"), "schedule.last_step",
+//                               "loader.position", or "rng.data" for a task
+//                               drawing random windows), "schedule.last_step",
 //                               "train.step", "train.best_eval_loss";
 //                               __metadata__ "optimizer" names the optimizer
 //                               (its row in train_choices.h)
@@ -40,7 +41,10 @@ struct CheckpointMeta {
 struct TrainProgress {
   int64_t step = 0;
   LoaderState loader;
-  Generator::State rng{};
+  Generator::State rng{};  // the dropout generator
+  // The data generator of a task that draws its batches at random (lm's
+  // windows); unset for a loader's position.
+  std::optional<Generator::State> data_rng;
   int64_t schedule_step = 0;
   double best_eval_loss = INFINITY;
   // The optimizer's name; unset in checkpoints written before programs could

@@ -1,5 +1,6 @@
 #include "examples/common/cli.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -174,6 +175,13 @@ void Progress::print(const std::string& line) {
   open_ = false;
   fmt::print("{}\n", line);
   std::fflush(stdout);
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::clamp(CPU_COUNT(&set), 1, 256);
 }
 
 std::string format_duration(double s) {

@@ -69,6 +69,10 @@ T flag_in_range(const cxxopts::ParseResult& r, const char* flag, T lo, T hi) {
   return v;
 }
 
+// The cores this process may run on (sched_getaffinity; under mpirun, the
+// ones its rank is bound to): the programs' default --threads.
+int usable_cores();
+
 std::string format_duration(double seconds);  // "1:05" or "1:02:03"
 std::string format_count(double n);           // "45.1k", "1.2M"
 

@@ -6,13 +6,9 @@
 
 #include <fmt/format.h>
 
-#include <attograd/data/dataset.h>
-
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/backend/threads.h>
-#include <attograd/autograd/ops/loss.h>
-#include <attograd/autograd/ops/reduction.h>
 #include "examples/common/cli.h"
 #include "examples/common/train_choices.h"
 #include <attograd/optim/clip.h>
@@ -63,7 +59,8 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("stop-after", "stop after this step with a checkpoint, as if interrupted; --resume continues to --steps (0: off)",
        cxxopts::value<int64_t>()->default_value("0"))
       ("seed", "random seed (data, init, dropout)", cxxopts::value<uint64_t>()->default_value(std::to_string(d.seed)))
-      ("threads", "compute threads", cxxopts::value<int>()->default_value(std::to_string(d.threads)))
+      ("threads", "compute threads (default: the cores this process may use; results are the same for any count)",
+       cxxopts::value<int>()->default_value(std::to_string(d.threads)))
       ("on-nonfinite", "on a NaN/Inf loss or gradient: stop (keep the last good checkpoint) or skip the step",
        cxxopts::value<std::string>()->default_value("stop"))
       ("max-consecutive-skips", "with --on-nonfinite skip: stop as stop does when more steps than this in a row are "
@@ -156,66 +153,11 @@ std::string configure_threads(int threads) {
   return blas_corename();
 }
 
-// ---- evaluation -------------------------------------------------------------------------------
-
-EvalResult evaluate(Seq2SeqTransformer& model, const Dataset& data, const EvalOptions& opt, int64_t pad_id) {
-  const bool was_training = model.is_training();
-  model.eval();
-  NoGradGuard no_grad;
-  EvalResult r;
-  LoaderOptions lo;
-  lo.batch_size = opt.batch_size;
-  lo.shuffle = false;
-  lo.pad_id = pad_id;
-  DataLoader loader(data, lo);
-  double loss_sum = 0;
-  int64_t tokens = 0, correct_tokens = 0, exact = 0;
-  for (const Batch& b : loader.epoch_batches()) {
-    if (r.examples >= opt.max_examples) break;
-    const int64_t V = model.config.tgt_vocab;
-    Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
-    CrossEntropyOptions ce;
-    ce.ignore_index = pad_id;
-    ce.reduction = Reduction::sum;
-    loss_sum += cross_entropy(logits.reshape({-1, V}), b.tgt_out.reshape({-1}), ce).item();
-    const auto pred = argmax(logits, -1).to_vector<int64_t>();
-    const auto gold = b.tgt_out.to_vector<int64_t>();
-    for (size_t i = 0; i < gold.size(); ++i)
-      if (gold[i] != pad_id) {
-        ++tokens;
-        correct_tokens += pred[i] == gold[i];
-      }
-    std::vector<Example> examples;
-    int64_t longest = 0;
-    for (int64_t i : b.indices) {
-      examples.push_back(data.get(i));
-      longest = std::max<int64_t>(longest, static_cast<int64_t>(examples.back().tgt.size()));
-    }
-    std::vector<Hypothesis> hyps;
-    if (opt.decode) {
-      DecodeOptions d;
-      d.max_len = opt.max_decode_len > 0 ? opt.max_decode_len : std::min(longest + 8, model.config.max_len - 1);
-      if (opt.beam > 1) hyps = beam_search(model, b.src, b.src_key_padding_mask, d, {opt.beam, opt.length_penalty});
-      else hyps = greedy_decode(model, b.src, b.src_key_padding_mask, d);
-    }
-    for (size_t i = 0; i < examples.size() && r.examples < opt.max_examples; ++i, ++r.examples) {
-      r.sources.push_back(examples[i].src);
-      r.references.push_back(examples[i].tgt);
-      if (opt.decode) {
-        r.outputs.push_back(hyps[i].tokens);
-        exact += hyps[i].tokens == examples[i].tgt;
-      }
-    }
-  }
-  r.tokens = tokens;
-  r.loss = tokens ? loss_sum / static_cast<double>(tokens) : 0.0;
-  r.token_accuracy = tokens ? static_cast<double>(correct_tokens) / static_cast<double>(tokens) : 0.0;
-  r.exact_match = r.examples ? static_cast<double>(exact) / static_cast<double>(r.examples) : 0.0;
-  model.train(was_training);
-  return r;
-}
-
 // ---- training -----------------------------------------------------------------------------------
+
+std::pair<int64_t, int64_t> share_of(int64_t n, int rank, int size) {
+  return {n * rank / size, n * (rank + 1) / size};
+}
 
 namespace {
 
@@ -240,123 +182,35 @@ class JsonLog {
   std::ofstream out_;
 };
 
-std::string eval_line(int64_t step, const EvalResult& e) {
-  std::string s = fmt::format("eval step {}: loss {:.4f}  token acc {:.2f}%  exact match {:.2f}% ({} held-out)", step,
-                              e.loss, 100 * e.token_accuracy, 100 * e.exact_match, e.examples);
-  for (auto& [k, v] : e.extra) s += fmt::format("  {} {:.2f}", k, v);
-  return s;
-}
-
-nlohmann::json eval_record(int64_t step, const EvalResult& e) {
-  nlohmann::json j = {{"step", step}, {"eval_loss", e.loss}, {"token_accuracy", e.token_accuracy},
-                      {"exact_match", e.exact_match}};
-  for (auto& [k, v] : e.extra) j[k] = v;
-  return j;
-}
-
-// Examples [first, first + size) of another dataset: this rank's part of the held-out set.
-class SliceDataset : public Dataset {
- public:
-  SliceDataset(const Dataset& data, int64_t first, int64_t size) : data_(data), first_(first), size_(size) {}
-  int64_t size() const override { return size_; }
-  Example get(int64_t i) const override {
-    if (i < 0 || i >= size_) fail<IndexError>("SliceDataset", "index {} out of range [0, {})", i, size_);
-    return data_.get(first_ + i);
-  }
-
- private:
-  const Dataset& data_;
-  int64_t first_, size_;
-};
-
-// Rank `rank` of `size` takes items [n * rank / size, n * (rank + 1) / size):
-// contiguous, in rank order, sizes differing by at most one.
-std::pair<int64_t, int64_t> share_of(int64_t n, int rank, int size) {
-  return {n * rank / size, n * (rank + 1) / size};
-}
-
-// Rows [first, last) of a batch, padded as the whole batch was.
-Batch rows_of(const Batch& b, int64_t first, int64_t last, int64_t pad_id) {
-  Batch s;
-  const int64_t n = last - first;
-  s.src = b.src.narrow(0, first, n);
-  s.tgt_in = b.tgt_in.narrow(0, first, n);
-  s.tgt_out = b.tgt_out.narrow(0, first, n);
-  s.src_key_padding_mask = b.src_key_padding_mask.narrow(0, first, n);
-  s.tgt_key_padding_mask = b.tgt_key_padding_mask.narrow(0, first, n);
-  s.causal_mask = b.causal_mask;
-  s.indices.assign(b.indices.begin() + first, b.indices.begin() + last);
-  for (int64_t id : s.tgt_out.to_vector<int64_t>()) s.num_tokens += id != pad_id;
-  return s;
-}
-
-// Every rank's evaluation of its share merged, in rank order, on every rank:
-// the sums behind the means are added, the decoded sequences concatenated.
-EvalResult merge_across_ranks(dist::Communicator& comm, const EvalResult& mine) {
-  const double tokens = static_cast<double>(mine.tokens), examples = static_cast<double>(mine.examples);
-  std::vector<double> sums{mine.loss * tokens, std::round(mine.token_accuracy * tokens),
-                           std::round(mine.exact_match * examples), tokens, examples};
-  comm.allreduce_sum(std::span<double>(sums));
-  EvalResult all;
-  all.tokens = static_cast<int64_t>(sums[3]);
-  all.examples = static_cast<int64_t>(sums[4]);
-  all.loss = sums[3] > 0 ? sums[0] / sums[3] : 0.0;
-  all.token_accuracy = sums[3] > 0 ? sums[1] / sums[3] : 0.0;
-  all.exact_match = sums[4] > 0 ? sums[2] / sums[4] : 0.0;
-  const nlohmann::json seqs = {mine.sources, mine.outputs, mine.references};
-  for (const std::string& bytes : comm.allgather_bytes(seqs.dump())) {
-    const nlohmann::json theirs = nlohmann::json::parse(bytes);
-    for (auto [field, part] : {std::pair{&all.sources, 0}, {&all.outputs, 1}, {&all.references, 2}}) {
-      auto more = theirs[part].get<std::vector<std::vector<int64_t>>>();
-      field->insert(field->end(), more.begin(), more.end());
-    }
-  }
-  return all;
-}
-
-CheckpointMeta checkpoint_meta(const Seq2SeqTransformer& model, const TaskHooks& hooks) {
-  CheckpointMeta meta;
-  meta.config = model.config.to_json();
-  meta.task = hooks.task;
-  if (hooks.src_vocab) meta.vocab_src = hooks.src_vocab->tokens();
-  if (hooks.tgt_vocab) meta.vocab_tgt = hooks.tgt_vocab->tokens();
-  return meta;
-}
-
-// One run of train_seq2seq: run() loops step() over the steps, evaluating and
+// One run of train(): run() loops step() over the steps, evaluating and
 // checkpointing on the flags' cadence; resume() restores a saved run first.
-// In a world of N ranks, loader_ yields global batches and step() trains on
-// this rank's rows of each; rank 0 alone prints, logs and checkpoints.
+// In a world of N ranks, the task gives each rank its share of every global
+// batch; rank 0 alone prints, logs and writes checkpoints.
 class Trainer {
  public:
-  Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train, const Dataset& heldout,
-          const TrainOptions& opt, const TaskHooks& hooks);
-  TrainSummary run();
+  Trainer(TrainTask& task, const TrainOptions& opt);
+  RunSummary run();
 
  private:
   void resume();
   bool step(int64_t step);
-  double forward_backward(const Batch& b, int64_t global_tokens);
+  double forward_backward();
   void skip_or_stop(int64_t step, double loss, double grad_norm, bool on_every_rank);
   void report(int64_t step, double loss, double lr, double grad_norm, int64_t tokens);
   void evaluate_or_checkpoint(int64_t step);
-  EvalResult evaluate(int64_t step);
+  void evaluate(int64_t step);
   void checkpoint(int64_t step);
-  TrainSummary finish();
+  RunSummary finish();
   bool leads() const { return comm_.rank() == 0; }
+  int64_t global_batch() const { return task_.batch_size() * comm_.size(); }
   void say(const std::string& line) {
     if (!opt_.quiet && leads()) progress_.print(line);
   }
 
-  Seq2SeqTransformer& model_;
-  std::shared_ptr<Generator> dropout_gen_;
-  DataLoader& train_;
-  const Dataset& heldout_;
+  TrainTask& task_;
+  Module& model_;
   const TrainOptions& opt_;
-  const TaskHooks& hooks_;
   dist::Communicator& comm_;
-  std::optional<DataLoader> global_;  // with N > 1 ranks: N * train_'s batch size, over its dataset
-  DataLoader& loader_;                // the global batches: *global_, or train_ itself on one rank
   cli::Progress progress_;
   const std::vector<Tensor> params_;
   dist::GradientReducer reducer_;
@@ -365,54 +219,42 @@ class Trainer {
   const CheckpointMeta meta_;
   TrainProgress state_;  // what the next checkpoint saves
   JsonLog log_;
-  TrainSummary summary_;
+  RunSummary summary_;
   int64_t first_ = 1, last_ = 1;  // the steps this run trains
   Clock::time_point t0_;
   double tokens_done_ = 0, window_loss_ = 0;  // window: the steps since the last log record
   int64_t window_ = 0, skipped_ = 0, skipped_in_a_row_ = 0;
+  int64_t step_tokens_ = 0;  // the tokens of the current step's global batch
   bool evaluated_ = false;
   bool views_pending_ = false;  // --graph-out / --trace-backward wait for the first step
   std::optional<int64_t> last_checkpoint_step_;
 };
 
-LoaderOptions global_batches(const LoaderOptions& per_rank, int ranks) {
-  LoaderOptions o = per_rank;
-  o.batch_size *= ranks;
-  return o;
-}
-
-Trainer::Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
-                 const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks)
-    : model_(model),
-      dropout_gen_(std::move(dropout_gen)),
-      train_(train),
-      heldout_(heldout),
+Trainer::Trainer(TrainTask& task, const TrainOptions& opt)
+    : task_(task),
+      model_(task.model()),
       opt_(opt),
-      hooks_(hooks),
       comm_(dist::world()),
-      global_(comm_.size() > 1 ? std::make_optional<DataLoader>(train.dataset(),
-                                                                 global_batches(train.options(), comm_.size()))
-                               : std::nullopt),
-      loader_(global_ ? *global_ : train),
       progress_(opt.quiet ? 0 : opt.log_every),
-      params_(model.parameters()),
+      params_(model_.parameters()),
       reducer_(comm_, params_, {.order = opt.allreduce_order}),
       optimizer_(find_choice(optimizer_choices(), opt.optimizer, "optimizer").make(params_, opt)),
-      schedule_(find_choice(schedule_choices(), opt.schedule, "schedule").make(opt, model.config.d_model)),
-      meta_(checkpoint_meta(model, hooks)) {
+      schedule_(find_choice(schedule_choices(), opt.schedule, "schedule").make(opt, task.model_width())),
+      meta_(task.checkpoint_meta()) {
   state_.optimizer = opt.optimizer;
   if (!opt.checkpoint_dir.empty() && leads()) remove_stale_temporaries(opt.checkpoint_dir);
   if (opt.resume) resume();
   dist::broadcast_parameters(comm_, params_);
   // Each rank draws its own dropout masks: rank 0 continues the run's stream
   // (the one checkpoints save), rank r > 0 a stream derived from it and r.
+  Generator& dropout = task_.dropout_generator();
   if (comm_.rank() > 0) {
-    const Generator::State s = dropout_gen_->state();
-    dropout_gen_->set_state(Generator(mix_seed(s[0] ^ s[2], static_cast<uint64_t>(comm_.rank()))).state());
+    const Generator::State s = dropout.state();
+    dropout.set_state(Generator(mix_seed(s[0] ^ s[2], static_cast<uint64_t>(comm_.rank()))).state());
   }
   if (comm_.size() > 1)
     say(fmt::format("data-parallel: {} processes ({}) x batch {} = global batch {}", comm_.size(), comm_.name(),
-                    train.options().batch_size, loader_.options().batch_size));
+                    task_.batch_size(), global_batch()));
   if (leads()) log_.open(opt.log_path, opt.resume);
   first_ = state_.step + 1;
   views_pending_ = opt.views.any() && leads();  // one rank draws and traces (the files are shared)
@@ -421,19 +263,16 @@ Trainer::Trainer(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_g
 
 // Restores model, optimizer, schedule, data position and dropout generator
 // from the newest checkpoint, after checking it was made by the same flags.
-// A checkpoint made with another global batch (another number of processes
-// or --batch-size) continues at the first batch holding an example not yet
-// trained on, so no example is skipped and fewer than a batch are seen twice.
 void Trainer::resume() {
   Checkpoint c = load_checkpoint(opt_.checkpoint_dir, /*need_train_state=*/true);
   // Compared as parsed configs, so a checkpoint written before a field existed
   // (kv_heads) matches the same model given by today's flags.
-  if (TransformerConfig::from_json(c.meta.config).to_json() != meta_.config)
+  if (task_.reparsed_config(c.meta.config) != meta_.config)
     fail<ValueError>("resume", "{} was trained with model config {}, but the flags give {}; hint: use the same "
                      "model flags, or a new --checkpoint-dir", c.model_path, c.meta.config.dump(), meta_.config.dump());
   if (c.meta.task != meta_.task)
-    fail<ValueError>("resume", "{} was trained on task {}, but the flags give {}", c.model_path, c.meta.task.dump(),
-                     meta_.task.dump());
+    fail<ValueError>("resume", "{} was trained on task {}, but the flags give {}; hint: the same task flags, or a "
+                     "new --checkpoint-dir", c.model_path, c.meta.task.dump(), meta_.task.dump());
   if (c.progress.optimizer && *c.progress.optimizer != opt_.optimizer)
     fail<ValueError>("resume", "{} was trained with --optimizer {}, but the flags give --optimizer {}; hint: pass "
                      "--optimizer {}, or a new --checkpoint-dir", c.train_path, *c.progress.optimizer, opt_.optimizer,
@@ -442,21 +281,14 @@ void Trainer::resume() {
   optimizer_->load_state_dict(c.optimizer);
   state_ = c.progress;
   state_.optimizer = opt_.optimizer;
-  const int64_t batch = loader_.options().batch_size;
-  if (state_.global_batch && *state_.global_batch != batch) {
-    const int64_t seen = std::min(state_.loader.position * *state_.global_batch, loader_.dataset().size());
-    state_.loader.position = seen == loader_.dataset().size() ? loader_.batches_per_epoch() : seen / batch;
-    say(fmt::format("the checkpoint's global batch was {}, now {}: continuing at batch {} of epoch {}",
-                    *state_.global_batch, batch, state_.loader.position, state_.loader.epoch));
-  }
-  state_.global_batch = batch;
+  if (const auto note = task_.restore_data_position(state_)) say(*note);
+  task_.save_data_position(state_);
   schedule_->set_last_step(state_.schedule_step);
-  loader_.set_state(state_.loader);
-  dropout_gen_->set_state(state_.rng);
+  task_.dropout_generator().set_state(state_.rng);
   say(fmt::format("resumed from {} at step {}", c.model_path, state_.step));
 }
 
-TrainSummary Trainer::run() {
+RunSummary Trainer::run() {
   model_.train();
   t0_ = Clock::now();
   for (int64_t s = first_; s <= last_; ++s)
@@ -466,14 +298,11 @@ TrainSummary Trainer::run() {
 }
 
 // One training step on the next global batch: forward and backward on this
-// rank's rows, the gradients summed across ranks, clipping, the schedule's lr
-// and the update. False when the step was skipped.
+// rank's share, the gradients summed across ranks, clipping, the schedule's
+// lr and the update. False when the step was skipped.
 bool Trainer::step(int64_t step) {
   const auto start = Clock::now();
-  const Batch global = loader_.next();
-  const auto [first, last] = share_of(global.size(), comm_.rank(), comm_.size());
-  const Batch mine = comm_.size() > 1 ? rows_of(global, first, last, train_.options().pad_id) : global;
-  double loss = forward_backward(mine, global.num_tokens);
+  double loss = forward_backward();
   // This rank's own loss is not finite: in stop mode it alone reports and
   // ends the job (the others wait in the allreduce below until MPI_Abort).
   if (!std::isfinite(loss) && comm_.size() > 1 && opt_.on_nonfinite == OnNonfinite::stop)
@@ -492,25 +321,19 @@ bool Trainer::step(int64_t step) {
   optimizer_->zero_grad();
   summary_.step_seconds += seconds_since(start);
   summary_.losses.push_back(loss);
-  report(step, loss, lr, grad_norm, global.num_tokens);
+  report(step, loss, lr, grad_norm, step_tokens_);
   return true;
 }
 
-// This rank's part of the global batch's mean cross-entropy (its token sum
-// over the global batch's tokens; the whole mean on one rank); its gradients
-// are in the parameters when it is finite.
-double Trainer::forward_backward(const Batch& b, int64_t global_tokens) {
-  if (b.size() == 0) return 0.0;  // a last, short batch of an epoch can leave a rank without rows
+// This rank's part of the global batch's mean loss (the whole mean on one
+// rank); its gradients are in the parameters when it is finite.
+double Trainer::forward_backward() {
   std::optional<AnomalyGuard> anomaly;
   if (opt_.detect_anomaly) anomaly.emplace();
-  Tensor logits = model_.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
-  CrossEntropyOptions ce;
-  ce.ignore_index = train_.options().pad_id;
-  ce.label_smoothing = opt_.label_smoothing;
-  const bool whole = b.num_tokens == global_tokens;
-  if (!whole) ce.reduction = Reduction::sum;
-  Tensor loss = cross_entropy(logits.reshape({-1, model_.config.tgt_vocab}), b.tgt_out.reshape({-1}), ce);
-  if (!whole) loss = loss * (1.0 / static_cast<double>(global_tokens));
+  const ShardLoss shard = task_.next_loss(opt_.label_smoothing);
+  step_tokens_ = shard.global_tokens;
+  if (!shard.loss) return 0.0;
+  const Tensor& loss = *shard.loss;
   const double value = loss.item();
   if (!std::isfinite(value)) return value;
   std::optional<BackwardTrace> trace;
@@ -562,8 +385,7 @@ void Trainer::report(int64_t step, double loss, double lr, double grad_norm, int
   const double per_step = elapsed / static_cast<double>(step - first_ + 1);
   const double tokens_per_s = tokens_done_ / std::max(elapsed, 1e-9);
   const double mean_loss = window_loss_ / static_cast<double>(window_);
-  const std::string batch = comm_.size() > 1 ? fmt::format("  batch {} ({} ranks)", loader_.options().batch_size,
-                                                           comm_.size())
+  const std::string batch = comm_.size() > 1 ? fmt::format("  batch {} ({} ranks)", global_batch(), comm_.size())
                                              : std::string();
   if (!opt_.quiet && leads())
     progress_.update(step, fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}{}  {} tok/s  ETA {}", step, opt_.steps,
@@ -573,7 +395,7 @@ void Trainer::report(int64_t step, double loss, double lr, double grad_norm, int
     nlohmann::json record = {{"step", step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", grad_norm},
                              {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}};
     if (comm_.size() > 1) {
-      record["global_batch"] = loader_.options().batch_size;
+      record["global_batch"] = global_batch();
       record["allreduce_s"] = reducer_.seconds();
       record["step_s"] = summary_.step_seconds;
     }
@@ -584,38 +406,30 @@ void Trainer::report(int64_t step, double loss, double lr, double grad_norm, int
 }
 
 void Trainer::evaluate_or_checkpoint(int64_t step) {
-  if ((opt_.eval_every > 0 && step % opt_.eval_every == 0) || step == opt_.steps) summary_.last_eval = evaluate(step);
+  if ((opt_.eval_every > 0 && step % opt_.eval_every == 0) || step == opt_.steps) evaluate(step);
   else if (opt_.checkpoint_every > 0 && step % opt_.checkpoint_every == 0) checkpoint(step);
 }
 
-// A held-out evaluation, shown and logged, then a checkpoint (marked best when
-// its loss is the lowest so far). Each rank evaluates its share of the
-// held-out examples; every rank then has the merged result.
-EvalResult Trainer::evaluate(int64_t step) {
-  const int64_t n = std::min(opt_.eval_size, heldout_.size());
-  const auto [first, last] = share_of(n, comm_.rank(), comm_.size());
-  const SliceDataset mine(heldout_, first, last - first);
-  EvalOptions eo;
-  eo.max_examples = last - first;
-  EvalResult e = mine.size() > 0 ? attograd::evaluate(model_, mine, eo, train_.options().pad_id) : EvalResult{};
-  if (comm_.size() > 1) e = merge_across_ranks(comm_, e);
-  if (hooks_.add_metrics) hooks_.add_metrics(e);
-  say(eval_line(step, e));
-  log_.write(eval_record(step, e));
+// A held-out evaluation (split across ranks by the task), shown and logged,
+// then a checkpoint (marked best when its loss is the lowest so far).
+void Trainer::evaluate(int64_t step) {
+  const TaskEval e = task_.evaluate(opt_.eval_size);
+  say(fmt::format("eval step {}: {}", step, e.summary));
+  nlohmann::json record = {{"step", step}};
+  record.update(e.record);
+  log_.write(record);
   const bool best = e.loss < state_.best_eval_loss;
   if (best) state_.best_eval_loss = e.loss;
   checkpoint(step);
   if (best && !opt_.checkpoint_dir.empty() && leads()) mark_best(opt_.checkpoint_dir, step);
   evaluated_ = true;
-  return e;
 }
 
 void Trainer::checkpoint(int64_t step) {
   if (opt_.checkpoint_dir.empty()) return;
   state_.step = step;
-  state_.loader = loader_.state();
-  state_.global_batch = loader_.options().batch_size;
-  state_.rng = dropout_gen_->state();
+  task_.save_data_position(state_);
+  state_.rng = task_.dropout_generator().state();
   state_.schedule_step = schedule_->last_step();
   if (leads())
     save_checkpoint(opt_.checkpoint_dir, model_.state_dict(), optimizer_->state_dict(), meta_, state_, opt_.keep_last);
@@ -623,7 +437,7 @@ void Trainer::checkpoint(int64_t step) {
 }
 
 // The summary; a run cut short by --stop-after ends with a checkpoint, a full one with an evaluation.
-TrainSummary Trainer::finish() {
+RunSummary Trainer::finish() {
   summary_.steps = std::max(last_, state_.step);
   summary_.stopped_early = last_ < opt_.steps;
   summary_.seconds = seconds_since(t0_);
@@ -632,7 +446,7 @@ TrainSummary Trainer::finish() {
     if (last_checkpoint_step_ != last_ && first_ <= last_) checkpoint(last_);
     say(fmt::format("stopped after step {} of {} (--stop-after); continue with --resume", summary_.steps, opt_.steps));
   } else if (!evaluated_ && first_ <= opt_.steps) {
-    summary_.last_eval = evaluate(opt_.steps);
+    evaluate(opt_.steps);
   }
   if (skipped_) say(fmt::format("{} step(s) skipped for non-finite values", skipped_));
   if (comm_.size() > 1)
@@ -643,9 +457,6 @@ TrainSummary Trainer::finish() {
 
 }  // namespace
 
-TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
-                           const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks) {
-  return Trainer(model, std::move(dropout_gen), train, heldout, opt, hooks).run();
-}
+RunSummary train(TrainTask& task, const TrainOptions& opt) { return Trainer(task, opt).run(); }
 
 }  // namespace attograd

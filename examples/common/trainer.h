@@ -1,8 +1,10 @@
-// The training loop every seq2seq program shares (copy_task, translate,
-// heads_study): an optimizer and an lr schedule chosen by name (the tables in
-// train_choices.h), clipping, a live progress line, periodic
-// held-out evaluation with greedy decoding through the KV cache, JSON-lines
-// logs, atomic safetensors checkpoints and exact resume.
+// The training loop every program shares (copy_task, translate, heads_study,
+// lm), over a TrainTask that gives the model, its batches, its loss and its
+// evaluation: an optimizer and an lr schedule chosen by name (the tables in
+// train_choices.h), clipping, a live progress line, periodic held-out
+// evaluation, JSON-lines logs, atomic safetensors checkpoints and exact resume.
+// The seq2seq programs' task (train_seq2seq) evaluates with greedy decoding
+// through the KV cache.
 //
 // Started under mpirun it trains data-parallel (docs/distributed.md): each
 // rank takes a disjoint shard of every global batch (--batch-size rows per
@@ -12,6 +14,7 @@
 //
 // Shape legend: B batch, S source length, T target length, V target vocab.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -27,7 +30,9 @@
 #include <attograd/data/vocab.h>
 #include "examples/common/backprop_views.h"
 #include "examples/common/checkpoint.h"
+#include "examples/common/cli.h"
 #include <attograd/nn/generate.h>
+#include <attograd/nn/module.h>
 #include <attograd/nn/transformer.h>
 
 namespace attograd {
@@ -59,7 +64,7 @@ struct TrainOptions {
   bool resume = false;            // continue from checkpoint_dir's newest checkpoint
   int64_t stop_after = 0;         // stop (with a checkpoint) after this step; the schedule still spans `steps`
   uint64_t seed = 1;
-  int threads = 1;
+  int threads = cli::usable_cores();  // sched_getaffinity's cores; results are the same for any count
   OnNonfinite on_nonfinite = OnNonfinite::stop;
   int64_t max_consecutive_skips = 20;  // skip: more non-finite steps in a row than this stop the run as stop does
   bool detect_anomaly = false;
@@ -100,7 +105,79 @@ struct EvalOptions {
 };
 EvalResult evaluate(Seq2SeqTransformer& model, const Dataset& data, const EvalOptions& opt, int64_t pad_id = kPadId);
 
-// The programs' task-specific parts.
+// ---- the loop and its view of a task --------------------------------------------------------
+
+// This rank's part of one global batch's loss.
+struct ShardLoss {
+  // The summed loss of this rank's rows over the global batch's tokens (the
+  // batch's mean loss on one rank), before backward; none when this rank has
+  // no rows (a short last batch of an epoch).
+  std::optional<Tensor> loss;
+  int64_t global_tokens = 0;  // the tokens the whole global batch's loss is over
+};
+
+// A held-out evaluation as the loop shows, logs and ranks it.
+struct TaskEval {
+  double loss = 0;        // mean held-out loss; the lowest marks the best checkpoint
+  std::string summary;    // shown after "eval step N: "
+  nlohmann::json record;  // the JSON log record's fields besides "step"
+};
+
+// What the training loop needs of a program. Every rank makes the same calls
+// in the same order; a task is built for the world it trains in and draws
+// global batches of batch_size() rows per rank.
+class TrainTask {
+ public:
+  virtual ~TrainTask() = default;
+  virtual Module& model() = 0;
+  // E, the width the noam schedule scales by.
+  virtual int64_t model_width() const = 0;
+  // Rows per rank in a step (--batch-size).
+  virtual int64_t batch_size() const = 0;
+  // The model config, task settings and vocabularies a checkpoint records.
+  virtual CheckpointMeta checkpoint_meta() const = 0;
+  // A checkpoint's model config as this program would write it (parsed and
+  // written again), so one written before a config field existed still matches.
+  virtual nlohmann::json reparsed_config(const nlohmann::json& saved) const = 0;
+  // The generator of the dropout masks (one stream per rank; saved by rank 0).
+  virtual Generator& dropout_generator() = 0;
+  // Draws the next global batch and builds this rank's share of its loss.
+  virtual ShardLoss next_loss(double label_smoothing) = 0;
+  // Evaluates the first max_examples held-out examples, each rank its share,
+  // and returns the merged result on every rank.
+  virtual TaskEval evaluate(int64_t max_examples) = 0;
+  // The data position a checkpoint saves (into p) and a resume restores;
+  // restore may return a line saying how it adapted a checkpoint made with
+  // another global batch.
+  virtual void save_data_position(TrainProgress& p) const = 0;
+  virtual std::optional<std::string> restore_data_position(const TrainProgress& p) = 0;
+};
+
+struct RunSummary {
+  int64_t steps = 0;           // the last step trained
+  bool stopped_early = false;  // --stop-after ended the run before --steps (no final eval)
+  double seconds = 0;          // wall time of the run, evaluations and checkpoints included
+  double step_seconds = 0;     // time in training steps only (forward, backward, optimizer)
+  double final_loss = 0;
+  std::vector<double> losses;  // every step's training loss (for determinism/resume tests)
+};
+
+// Trains task's model. In a world of N > 1 processes (dist::world()) each
+// rank trains on its share of every global batch and the gradients are summed
+// across ranks (rank 0's weights are broadcast first). An exception there must
+// end the job (guarded_main's MPI_Abort): the other ranks wait for it.
+// With opt.resume, restores model, optimizer, schedule, data position and the
+// dropout generator from opt.checkpoint_dir first (the checkpoint's optimizer
+// must be opt.optimizer, its config and task the task's).
+RunSummary train(TrainTask& task, const TrainOptions& opt);
+
+// Rank `rank` of `size` takes items [n * rank / size, n * (rank + 1) / size):
+// contiguous, in rank order, sizes differing by at most one.
+std::pair<int64_t, int64_t> share_of(int64_t n, int rank, int size);
+
+// ---- the seq2seq programs' task ----------------------------------------------------------------
+
+// The seq2seq programs' task-specific parts.
 struct TaskHooks {
   nlohmann::json task;                      // saved in checkpoints
   const Vocab* src_vocab = nullptr;
@@ -111,24 +188,15 @@ struct TaskHooks {
   std::function<std::string(const std::vector<int64_t>&, bool target)> show;
 };
 
-struct TrainSummary {
-  int64_t steps = 0;           // the last step trained
-  bool stopped_early = false;  // --stop-after ended the run before --steps (no final eval)
-  double seconds = 0;          // wall time of the run, evaluations and checkpoints included
-  double step_seconds = 0;     // time in training steps only (forward, backward, optimizer)
-  double final_loss = 0;
-  EvalResult last_eval;
-  std::vector<double> losses;  // every step's training loss (for determinism/resume tests)
+// train_seq2seq's summary: the loop's, and the last held-out evaluation.
+struct TrainSummary : RunSummary {
+  EvalResult last_eval;  // with the decoded sequences, for the programs' sample decodes
 };
 
-// Trains `model` on `train` (an endless loader) and evaluates on `heldout`.
-// In a world of N > 1 processes (dist::world()) the loop draws global batches
-// of N * train's batch size from train's dataset and trains on this rank's
-// rows (rank 0's weights are broadcast first). An exception there must end
-// the job (guarded_main's MPI_Abort): the other ranks wait for it.
-// With opt.resume, restores model, optimizer, schedule, data position and the
-// dropout generator from opt.checkpoint_dir first (the checkpoint's optimizer
-// must be opt.optimizer).
+// train() over a Seq2SeqTransformer: batches from `train` (an endless loader;
+// with N ranks, global batches of N * its batch size drawn from its dataset),
+// label-smoothed cross-entropy, evaluation on `heldout` (teacher-forced loss
+// and token accuracy, greedy exact match, hooks' extra metrics).
 TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
                            const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks);
 

@@ -141,4 +141,81 @@ std::vector<HeadAblation> ablate_heads(Seq2SeqTransformer& model, const std::vec
   return out;
 }
 
+HeadMask full_head_mask(const Seq2SeqTransformer& model) {
+  HeadMask mask;
+  for (const auto& [name, m] : attention_modules(model))
+    mask[name] = std::vector<double>(static_cast<size_t>(m->num_heads), 1.0);
+  return mask;
+}
+
+int64_t removed_heads(const HeadMask& mask) {
+  int64_t n = 0;
+  for (const auto& [name, keep] : mask)
+    for (double k : keep) n += k == 0.0;
+  return n;
+}
+
+HeadMaskGuard::HeadMaskGuard(Seq2SeqTransformer& model, const HeadMask& mask)
+    : scales_([&] {
+        const DType dt = model.parameters().front().dtype();
+        std::map<std::string, Tensor> s;
+        for (const auto& [name, keep] : mask)
+          s[name] = Tensor::from_vector(keep, {static_cast<int64_t>(keep.size())}, dt);
+        return s;
+      }()),
+      guard_(model, [this](const std::string& name) -> AttentionObserver {
+        const auto it = scales_.find(name);
+        if (it == scales_.end()) return nullptr;
+        return [&scale = it->second](AttentionCall& call) { call.head_scale = scale; };
+      }) {}
+
+std::vector<HeadImportance> head_importance(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches,
+                                            int64_t pad_id, const HeadMask& mask) {
+  const bool was_training = model.is_training();
+  model.eval();
+  const DType dt = model.parameters().front().dtype();
+  const auto modules = attention_modules(model);
+  std::vector<std::vector<double>> sums(modules.size());
+  for (size_t m = 0; m < modules.size(); ++m) sums[m].assign(static_cast<size_t>(modules[m].second->num_heads), 0.0);
+
+  CrossEntropyOptions ce;
+  ce.ignore_index = pad_id;
+  for (const AblationBatch& b : batches) {
+    // ξ [H] per module: the gates, leaves that require grad, at the mask's values.
+    std::vector<Tensor> gates;
+    std::map<std::string, size_t> index;
+    for (size_t m = 0; m < modules.size(); ++m) {
+      const auto& [name, module] = modules[m];
+      const auto it = mask.find(name);
+      std::vector<double> xi = it != mask.end() ? it->second : std::vector<double>(sums[m].size(), 1.0);
+      gates.push_back(Tensor::from_vector(xi, {module->num_heads}, dt).requires_grad_());
+      index[name] = m;
+    }
+    AttentionObserverGuard gate(model, [&](const std::string& name) -> AttentionObserver {
+      return [&g = gates[index.at(name)]](AttentionCall& call) { call.head_scale = g; };
+    });
+    const Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
+    const Tensor loss = cross_entropy(logits.reshape({-1, logits.size(2)}), b.tgt_out.reshape({-1}), ce);
+    const std::vector<Tensor> dxi = grad({loss}, gates);
+    for (size_t m = 0; m < modules.size(); ++m) {
+      const std::vector<double> g = dxi[m].to_vector<double>();
+      for (size_t h = 0; h < g.size(); ++h) sums[m][h] += std::abs(g[h]);
+    }
+  }
+  if (was_training) model.train();
+
+  std::vector<HeadImportance> out;
+  const double n = static_cast<double>(std::max<size_t>(batches.size(), 1));
+  for (size_t m = 0; m < modules.size(); ++m) {
+    double norm = 0;
+    for (double v : sums[m]) norm += (v / n) * (v / n);
+    norm = std::sqrt(norm);
+    for (size_t h = 0; h < sums[m].size(); ++h) {
+      const double imp = sums[m][h] / n;
+      out.push_back({modules[m].first, static_cast<int64_t>(h), imp, norm > 0 ? imp / norm : 0.0});
+    }
+  }
+  return out;
+}
+
 }  // namespace attograd::heads

@@ -70,4 +70,40 @@ double masked_heads_loss(Seq2SeqTransformer& model, const std::vector<AblationBa
 std::vector<HeadAblation> ablate_heads(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches,
                                        int64_t pad_id, double* baseline = nullptr);
 
+// Which heads are kept, per attention module (names as attention_modules
+// gives them): one factor per head, 1 kept, 0 removed.
+using HeadMask = std::map<std::string, std::vector<double>>;
+
+// Every head of every attention module kept.
+HeadMask full_head_mask(const Seq2SeqTransformer& model);
+// The heads the mask removes, over all modules.
+int64_t removed_heads(const HeadMask& mask);
+
+// For its lifetime, each attention module of the mask multiplies head h's
+// output by mask[module][h] before out_proj (AttentionCall::head_scale), in
+// every forward, incremental decoding included. Earlier observers come back after.
+class HeadMaskGuard {
+ public:
+  HeadMaskGuard(Seq2SeqTransformer& model, const HeadMask& mask);
+
+ private:
+  std::map<std::string, Tensor> scales_;  // [H] per module, in the model's dtype
+  AttentionObserverGuard guard_;
+};
+
+struct HeadImportance {
+  std::string module;
+  int64_t head = 0;
+  double importance = 0;  // mean over batches of |∂L/∂ξ_h| (ξ_h: the head's gate, at its mask value)
+  double normalized = 0;  // importance / the L2 norm of its module's importances (Michel et al. 2019, §4.1)
+};
+
+// Head importance as Michel, Levy & Neubig (2019) define it: the teacher-forced
+// loss L (mean cross-entropy per target token, eval mode) is differentiated
+// with respect to a gate ξ_h on every head's output, one backward per batch.
+// Heads the mask removed sit at ξ_h = 0 and are scored there. Parameters' .grad
+// are not touched. One entry per (module, head), in attention_modules order.
+std::vector<HeadImportance> head_importance(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches,
+                                            int64_t pad_id, const HeadMask& mask);
+
 }  // namespace attograd::heads

@@ -3,7 +3,7 @@
 //   heads_study --quick            a few minutes: the whole pipeline on a small grid (used by the tests)
 //   heads_study --full             the study of docs/heads-study.md (see there for its running time)
 //   heads_study --kv-bench         only the KV-cache benchmark
-//   heads_study --inspect CKPT     only the head inspection, of a model trained by `translate train`
+//   heads_study --inspect CKPT     only the head inspection and pruning, of a model trained by `translate train`
 //   heads_study --convert-gqa CKPT --kv-heads G --to OUT.model.safetensors
 //                                  a translate checkpoint converted to grouped-query attention
 //                                  (the decoder's K/V projections mean-pooled into G groups)
@@ -12,6 +12,7 @@
 // en→fr and en→de, several seeds each, and writes into --out:
 //   heads.md, heads.svg, results.jsonl   quality and cost per H (mean ± std)
 //   inspect-<lang>.md, inspect-<lang>/   per-head entropy, distance, ablation, alignment, attention pictures
+//   pruning-<lang>.md, .jsonl            exact match and BLEU as heads are pruned by importance/ablation/random
 //   kv-bench.md                          decoding with and without the KV cache
 // tools/plot_heads.py turns results.jsonl into heads.png.
 #include <algorithm>
@@ -118,8 +119,11 @@ int run(const cxxopts::ParseResult& r) {
     TrainedTranslator t = load_translator(r["inspect"].as<std::string>());
     const std::string lang = t.tr.task.lang;
     Corpus corpus{std::move(t.tr), VectorDataset(), VectorDataset()};
+    corpus.train = corpus.translator.encode(read_split(o.data_dir, "train", lang));
     corpus.test = corpus.translator.encode(read_split(o.data_dir, "test", lang));
     fmt::print("{}", inspect_model(o, corpus, *t.model, "checkpoint " + r["inspect"].as<std::string>()));
+    pruning_curves(o, corpus, *t.model, 1);
+    fmt::print("wrote {}/pruning-{}.md\n", o.out_dir, lang);
     return 0;
   }
   if (r.count("kv-bench")) {
@@ -141,10 +145,11 @@ int run(const cxxopts::ParseResult& r) {
       }
     write_grid_report(o, runs);
     inspect_model(o, corpus, *inspected, fmt::format("{} steps, seed 1 of the grid", o.training.steps));
-    fmt::print("[{}] {}: wrote {}/inspect-{}.md\n", elapsed(), lang, o.out_dir, lang);
+    pruning_curves(o, corpus, *inspected, 1);
+    fmt::print("[{}] {}: wrote {}/inspect-{}.md, pruning-{}.md\n", elapsed(), lang, o.out_dir, lang, lang);
   }
   kv_bench(o, load_corpus(o.data_dir, o.langs.front()));
-  fmt::print("[{}] done: {}/heads.md, heads.svg, results.jsonl, inspect-*.md, kv-bench.md\n", elapsed(), o.out_dir);
+  fmt::print("[{}] done: {}/heads.md, heads.svg, results.jsonl, inspect-*.md, pruning-*.md, kv-bench.md\n", elapsed(), o.out_dir);
   return 0;
 }
 
@@ -172,7 +177,8 @@ int main(int argc, char** argv) {
         ("heads", "head counts, comma-separated (each must divide d_model)", cxxopts::value<std::vector<int64_t>>())
         ("seeds", "seeds per setting", cxxopts::value<int64_t>())
         ("steps", "training steps per run", cxxopts::value<int64_t>())
-        ("threads", "compute threads", cxxopts::value<int>()->default_value("1"))
+        ("threads", "compute threads (default: the cores this process may use; results are the same for any count)",
+         cxxopts::value<int>()->default_value(std::to_string(cli::usable_cores())))
         ("h,help", "show this help");
     auto r = cli::parse_flags(o, argc, argv);
     if (r.count("help")) {

@@ -53,9 +53,12 @@ Corpus load_corpus(const std::string& data_dir, const std::string& lang);
 // then backward to inputs and weights), from mean lengths S and T (with
 // EOS/BOS) and no padding:
 //   encoder layer, per sequence: S(8E² + 4EF) + 4S²E
-//   decoder layer, per sequence: T(8E² + 4E² + 4EF) + 4SE² + 4T²E + 4TSE
+//   decoder layer, per sequence: T(4E² + 4rE² + 4E² + 4EF) + 4rSE² + 4T²E + 4TSE
 //   output layer: 2TEV
-// Attention costs 4·L·L'·E whatever H is: heads split E, they do not add work.
+// with r = G/H, the decoder's share of K/V heads (1 for MHA): its K and V
+// projections are E x (G·D) = E x rE. Attention costs 4·L·L'·E whatever H
+// and G are: heads split E and queries keep their H heads, so the score and
+// weighted-sum GEMMs do not shrink with G.
 double flops_per_target_token(const TransformerConfig& c, double mean_src, double mean_tgt);
 
 // Trains one model of the grid and measures it; `keep` (if given) receives the model.
@@ -71,6 +74,25 @@ void write_grid_report(const StudyOptions& o, const std::vector<RunResult>& runs
 // Returns the Markdown.
 std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model,
                           const std::string& what);
+
+// One point of a pruning curve: the model with `removed` of its heads
+// removed (AttentionCall::head_scale 0), scored on o.eval_size test sentences.
+struct PruningPoint {
+  std::string order;   // "importance", "ablation" or "random": which heads go first
+  int64_t removed = 0;
+  double fraction = 0;  // removed / all heads of all attention modules
+  double exact_match = 0, bleu = 0;  // greedy decoding, percent / BLEU-4
+};
+
+// Iterative pruning (Michel et al. 2019, §5): heads are removed about 10% of
+// all heads at a time, up to 90%, in three orders: by importance (head_importance,
+// normalized per module, recomputed on the remaining heads after every step,
+// as Michel does), by ablation Δ loss (ablate_heads on the full model, once)
+// and at random (seeded). Importance and ablation are measured on the first
+// o.ablation_size training sentences, so the test sentences only score.
+// Writes pruning-<lang>.md and pruning-<lang>.jsonl; returns the points.
+std::vector<PruningPoint> pruning_curves(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model,
+                                         uint64_t seed);
 
 // Greedy decoding of o.kv_batch test sources to each length in o.kv_lengths,
 // with and without the KV cache, for each K/V head count G in o.kv_groups:

@@ -1,11 +1,12 @@
 // lm: train a GPT-style language model on a text file of your own, sample
 // from it, and measure its perplexity (docs/lm.md).
 //
-//   lm train  [--data FILE] [--tokenizer char|bpe|unigram] [--vocab-size N] [flags]
+//   lm train  [--text FILE] [--tokenizer char|bpe|unigram] [--vocab-size N] [flags]
 //   lm sample --checkpoint DIR [--prompt TEXT] [--temperature 0.8] [--top-k K] [--top-p P] [--seed S] [--max-len N]
-//   lm eval   --checkpoint DIR [--data FILE]     held-out loss, perplexity and bits per character
+//   lm eval   --checkpoint DIR [--text FILE]     held-out loss, perplexity and bits per character
 //
-// Without --data, train reads the fortune cookies of Debian's fortunes and
+// train runs the shared training loop (examples/common/trainer.h), so under
+// mpirun it trains data-parallel. Without --text, train reads the fortune cookies of Debian's fortunes and
 // fortunes-min packages (/usr/share/games/fortunes, BSD licence).
 #include <algorithm>
 #include <cmath>
@@ -18,11 +19,12 @@
 #include <attograd/data/token_windows.h>
 #include <attograd/dist/communicator.h>
 #include <attograd/nn/gpt.h>
+#include "examples/common/attention_svg.h"
 #include "examples/common/checkpoint.h"
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
 #include "examples/common/trainer.h"
-#include "examples/lm/lm_train.h"
+#include "examples/lm/lm_task.h"
 #include "examples/lm/sampling.h"
 
 using namespace attograd;
@@ -63,7 +65,7 @@ cxxopts::Options make_options(const std::string& mode) {
                      "Modes: train (default), sample, eval.");
   const GPTConfig m = default_model();
   o.add_options("data")
-      ("data", "UTF-8 text file (train: default the fortunes in " + std::string(kFortunesDir) +
+      ("text", "UTF-8 text file (train: default the fortunes in " + std::string(kFortunesDir) +
        "; eval: default the checkpoint's training file)", cxxopts::value<std::string>()->default_value(""))
       ("tokenizer", "char (code points), bpe or unigram (SentencePiece)", cxxopts::value<std::string>()->default_value("char"))
       ("vocab-size", "vocabulary size (char: 0 keeps every character; bpe/unigram: default 1000)",
@@ -87,7 +89,10 @@ cxxopts::Options make_options(const std::string& mode) {
       ("top-k", "sample among the k most likely tokens (0: all)", cxxopts::value<int64_t>()->default_value("0"))
       ("top-p", "sample among the most likely tokens holding this probability (1: all)",
        cxxopts::value<double>()->default_value("1"))
-      ("max-len", "new tokens to generate", cxxopts::value<int64_t>()->default_value("300"));
+      ("max-len", "new tokens to generate", cxxopts::value<int64_t>()->default_value("300"))
+      ("attention-out", "write causal self-attention heatmaps (SVG, one per layer and head) and index.html of the "
+       "prompt and the sampled text (its last --context tokens) to this directory",
+       cxxopts::value<std::string>()->default_value(""));
   o.add_options()("h,help", "show this help");
   add_train_flags(o, default_training());
   return o;
@@ -103,7 +108,7 @@ std::string read_fortunes() {
   }
   if (files.empty())
     fail<IOError>("data", "no fortune files in {}; hint: install the default corpus (sudo scripts/setup, or apt-get "
-                  "install fortunes-min fortunes), or pass --data FILE", kFortunesDir);
+                  "install fortunes-min fortunes), or pass --text FILE", kFortunesDir);
   std::sort(files.begin(), files.end());
   std::string text;
   for (const auto& f : files) text += read_text_file(f);
@@ -165,15 +170,35 @@ class Streamer {
   std::string printed_;
 };
 
-void print_sample(GPT& model, const LMTokenizer& tok, const std::vector<int32_t>& prompt, const SampleOptions& so,
-                  uint64_t seed) {
+// Prints the prompt and its continuation; returns the continuation's ids.
+std::vector<int32_t> print_sample(GPT& model, const LMTokenizer& tok, const std::vector<int32_t>& prompt,
+                                  const SampleOptions& so, uint64_t seed) {
   Generator gen(seed);
   const std::string shown = tok.decode(prompt);
   std::fwrite(shown.data(), 1, shown.size(), stdout);
   Streamer stream(tok);
-  generate(model, prompt, so, gen, std::ref(stream));
+  std::vector<int32_t> drawn = generate(model, prompt, so, gen, std::ref(stream));
   std::fputs("\n", stdout);
   std::fflush(stdout);
+  return drawn;
+}
+
+// The attention of every block and head over the last context tokens of ids,
+// each labelled with its text (a line break shown as \n).
+void write_lm_attention(GPT& model, const LMTokenizer& tok, std::vector<int32_t> ids, const std::string& dir) {
+  const auto context = static_cast<size_t>(model.config.context);
+  if (ids.size() > context) ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(context));
+  std::vector<std::string> labels;
+  for (int32_t id : ids) {
+    std::string text = tok.decode(std::vector<int32_t>{id});
+    for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 2)) text.replace(at, 1, "\\n");
+    labels.push_back(text);
+  }
+  const Tensor input = Tensor::from_vector(std::vector<int64_t>(ids.begin(), ids.end()),
+                                           {1, static_cast<int64_t>(ids.size())});
+  const AttentionPictures pics = draw_lm_attention(model, labels, input);
+  write_attention_pictures(pics, dir, tok.decode(ids), "");
+  fmt::print(stderr, "lm: wrote {} attention heatmaps and index.html to {}\n", pics.maps.size(), dir);
 }
 
 nlohmann::json task_json(const cxxopts::ParseResult& r, const std::string& data, const LMTokenizer& tok, double heldout) {
@@ -183,14 +208,6 @@ nlohmann::json task_json(const cxxopts::ParseResult& r, const std::string& data,
 
 int train(const cxxopts::ParseResult& r) {
   TrainOptions opt = train_options_from(r, default_training());
-  if (opt.on_nonfinite != OnNonfinite::stop) fail<ValueError>("flags", "lm supports only --on-nonfinite stop");
-  // lm has its own loop (lm_train.h), without the shared Trainer's data parallelism,
-  // backprop views and label smoothing: refuse them rather than ignore them.
-  if (dist::world().size() > 1)
-    fail<ValueError>("lm", "lm does not train data-parallel yet, and under mpirun each of the {} processes would "
-                     "train its own copy; hint: run lm as one process", dist::world().size());
-  if (opt.views.any()) fail<ValueError>("flags", "lm does not support --graph-out or --trace-backward yet");
-  if (opt.label_smoothing != 0.0) fail<ValueError>("flags", "lm does not support --label-smoothing");
   GPTConfig cfg = model_from(r);
   const double heldout = cli::flag_in_range<double>(r, "heldout", 1e-6, 0.5);
   LMTokenizerOptions to;
@@ -200,7 +217,7 @@ int train(const cxxopts::ParseResult& r) {
   check_outputs_writable(opt);
   const std::string kernel = configure_threads(opt.threads);
 
-  const std::string path = r["data"].as<std::string>();
+  const std::string path = r["text"].as<std::string>();
   std::unique_ptr<LMTokenizer> tok;
   std::unique_ptr<TokenWindows> data;
   {
@@ -210,11 +227,12 @@ int train(const cxxopts::ParseResult& r) {
     data = std::make_unique<TokenWindows>(tok->encode(text), cfg.context, heldout);
   }
   cfg.vocab = tok->vocab_size();
-  if (!opt.checkpoint_dir.empty() && !opt.resume) tok->save(opt.checkpoint_dir);
+  if (!opt.checkpoint_dir.empty() && !opt.resume && dist::world().rank() == 0) tok->save(opt.checkpoint_dir);
 
   Generator init_gen(opt.seed);
-  auto gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xda7au));
-  GPT model(cfg, init_gen, gen);
+  auto data_gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xda7au));
+  auto dropout_gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xd50u));
+  GPT model(cfg, init_gen, dropout_gen);
   fmt::print("lm: {} | {} tokens ({} train, {} held out), tokenizer {} with {} tokens | model {} parameters "
              "({} layers, d_model {}, {} heads, context {}) | {} thread(s), BLAS kernel {}\n",
              path.empty() ? std::string("fortunes") : path, data->ids().size(), data->train_tokens(),
@@ -223,10 +241,11 @@ int train(const cxxopts::ParseResult& r) {
   fmt::print("unigram baseline: held-out loss {:.4f}\n", unigram_baseline(*data, cfg.vocab));
   std::fflush(stdout);
 
-  const LMTrainSummary s = train_lm(model, gen, *data, *tok, opt, task_json(r, path, *tok, heldout));
-  if (s.steps < opt.steps) return 0;
+  LMTask task(model, *data, *tok, opt.batch_size, data_gen, dropout_gen, task_json(r, path, *tok, heldout));
+  const RunSummary s = attograd::train(task, opt);
+  if (s.stopped_early) return 0;
   fmt::print("done: {} steps in {} ({:.1f} s); held-out {}\n", s.steps, cli::format_duration(s.seconds), s.seconds,
-             eval_summary(s.last_eval));
+             eval_summary(task.last_eval()));
   if (opt.samples > 0) {
     fmt::print("sample:\n");
     print_sample(model, *tok, tok->encode("\n"), SampleOptions{}, opt.seed);
@@ -266,7 +285,11 @@ int sample(const cxxopts::ParseResult& r) {
   Loaded l = load_model(r["checkpoint"].as<std::string>());
   const std::string text = r["prompt"].as<std::string>();
   const std::vector<int32_t> prompt = l.tokenizer->encode(text.empty() ? "\n" : text);
-  print_sample(*l.model, *l.tokenizer, prompt, so, r["seed"].as<uint64_t>());
+  std::vector<int32_t> all = prompt;
+  const std::vector<int32_t> drawn = print_sample(*l.model, *l.tokenizer, prompt, so, r["seed"].as<uint64_t>());
+  all.insert(all.end(), drawn.begin(), drawn.end());
+  const std::string attention_dir = r["attention-out"].as<std::string>();
+  if (!attention_dir.empty()) write_lm_attention(*l.model, *l.tokenizer, all, attention_dir);
   return 0;
 }
 
@@ -274,7 +297,7 @@ int eval(const cxxopts::ParseResult& r) {
   configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   const int64_t batch = cli::flag_in_range<int64_t>(r, "batch-size", 1, 1 << 16);
   Loaded l = load_model(r["checkpoint"].as<std::string>());
-  std::string path = r["data"].as<std::string>();
+  std::string path = r["text"].as<std::string>();
   double heldout = 0.1;
   try {
     if (path.empty() && l.task.at("data").get<std::string>() != "fortunes") path = l.task.at("data").get<std::string>();
@@ -284,7 +307,7 @@ int eval(const cxxopts::ParseResult& r) {
   }
   const TokenWindows data(l.tokenizer->encode(read_data(path)), l.model->config.context, heldout);
   const LMEval e = evaluate_lm(*l.model, data, *l.tokenizer, r.count("eval-size") ? r["eval-size"].as<int64_t>() : 0,
-                               batch);
+                               batch, dist::world());
   fmt::print("held-out ({}, last {:.0f}%): {}\n", path.empty() ? std::string("fortunes") : path, 100 * heldout,
              eval_summary(e));
   return 0;

@@ -81,7 +81,8 @@ cxxopts::Options make_options(const std::string& mode) {
        cxxopts::value<double>()->default_value("0.6"))
       ("max-len", "longest output in target tokens (0: as long as the model allows)",
        cxxopts::value<int64_t>()->default_value("0"))
-      ("threads", "compute threads", cxxopts::value<int>()->default_value("1"));
+      ("threads", "compute threads (default: the cores this process may use; results are the same for any count)",
+       cxxopts::value<int>()->default_value(std::to_string(cli::usable_cores())));
   if (mode == "eval") {
     o.add_options("data")
         ("split", "train, valid, test, gen, or a path to a TSV file with en and target columns",

@@ -1,0 +1,70 @@
+#include <attograd/autograd/backend/vecmath.h>
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <sleef.h>
+
+#include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/backend/vecmath_isa.h>
+
+namespace attograd {
+
+namespace {
+
+// The fallback for CPUs without AVX2: SLEEF's scalar functions, the same
+// 1.0 ulp bound (the C library's tanhf is off by up to 2 ulp).
+template <auto F>
+void scalar_loop(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = F(x[i]);
+}
+
+constexpr VecMath kScalar{VecIsa::scalar, "scalar", scalar_loop<Sleef_expf_u10>,
+                           scalar_loop<Sleef_tanhf_u10>, scalar_loop<Sleef_erff_u10>};
+#if defined(__x86_64__)
+constexpr VecMath kAvx2{VecIsa::avx2, "avx2", vecmath_isa::exp_avx2, vecmath_isa::tanh_avx2, vecmath_isa::erf_avx2};
+constexpr VecMath kAvx512{VecIsa::avx512, "avx512", vecmath_isa::exp_avx512, vecmath_isa::tanh_avx512,
+                          vecmath_isa::erf_avx512};
+#else
+constexpr VecMath kAvx2{VecIsa::avx2, "avx2", nullptr, nullptr, nullptr}, kAvx512{VecIsa::avx512, "avx512", nullptr, nullptr, nullptr};
+#endif
+
+const VecMath& best_supported() {
+  for (VecIsa isa : {VecIsa::avx512, VecIsa::avx2})
+    if (const VecMath* m = vecmath_for(isa)) return *m;
+  return kScalar;
+}
+
+const VecMath& choose() {
+  const char* want = std::getenv("ATTOGRAD_VECMATH");
+  if (!want || !*want) return best_supported();
+  for (const VecMath* m : {&kScalar, &kAvx2, &kAvx512})
+    if (m->name == want) {
+      if (const VecMath* ok = vecmath_for(m->isa)) return *ok;
+      fmt::print(stderr, "attograd: warning: ATTOGRAD_VECMATH={} needs a CPU this one is not; using {}\n", want,
+                 best_supported().name);
+      return best_supported();
+    }
+  fmt::print(stderr, "attograd: warning: ATTOGRAD_VECMATH={} is none of scalar, avx2, avx512; using {}\n", want,
+             best_supported().name);
+  return best_supported();
+}
+
+}  // namespace
+
+const VecMath* vecmath_for(VecIsa isa) {
+  const CpuFeatures f = cpu_features();
+  switch (isa) {
+    case VecIsa::scalar: return &kScalar;
+    case VecIsa::avx2: return f.avx2 && f.fma ? &kAvx2 : nullptr;
+    case VecIsa::avx512: return f.avx512 && f.fma ? &kAvx512 : nullptr;
+  }
+  return nullptr;
+}
+
+const VecMath& vecmath() {
+  static const VecMath& chosen = choose();
+  return chosen;
+}
+
+}  // namespace attograd
