@@ -11,14 +11,28 @@
 // vecmath.h's sets (1 SLEEF scalar, 2 AVX2, 3 AVX-512; a set this CPU lacks
 // is skipped).
 //
+// BM_gemm times gemm<float> itself on each library (openblas, blis, xsmm) at
+// the shapes the tiny and base models run, single-threaded and on the pool;
+// its numbers decide the routing table in autograd/backend/blas.cpp:
+//
+//   build/bin/ops_bench --benchmark_filter=BM_gemm --benchmark_min_time=0.05 --benchmark_repetitions=3
+//       --benchmark_enable_random_interleaving=true
+//
+// real_time is the wall time of one iteration (batch products), cpu_time the
+// whole process' CPU time in it (all pool threads): on a loaded machine the
+// CPU time per product is the steadier number, the wall time shows threads
+// waiting for each other.
+//
 // Shape legend: R = B·L rows, E width, F ffn width, V vocab, H heads, D head width.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <cmath>
+#include <string>
 
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/backend/vecmath.h>
 #include <attograd/autograd/generator.h>
 #include <attograd/autograd/ops/attention.h>
@@ -193,8 +207,62 @@ void BM_vecmath(benchmark::State& s) {
   s.counters["Gelem_s"] = benchmark::Counter(x.size() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// out [M, N] = op(a) @ op(b) on one library, `batch` independent products per
+// iteration spread over the pool as the attention's per-head loop does (batch
+// 1: one product, which gemm itself cuts into pieces when large).
+// Args: backend, M, N, K, transposes (0 NN, 1 TN, 2 NT), batch, threads.
+void BM_gemm(benchmark::State& s) {
+  const auto backend = static_cast<GemmBackend>(s.range(0));
+  const int64_t M = s.range(1), N = s.range(2), K = s.range(3), batch = s.range(5);
+  const bool ta = s.range(4) == 1, tb = s.range(4) == 2;
+  const int threads = static_cast<int>(s.range(6));
+  Generator gen(1);
+  const std::vector<float> a = Tensor::randn({batch * M * K}, gen).to_vector<float>();
+  const std::vector<float> b = Tensor::randn({batch * K * N}, gen).to_vector<float>();
+  std::vector<float> c(batch * M * N);
+  const GemmBackendGuard use(backend);
+  set_num_threads(threads);
+  for (auto _ : s) {
+    parallel_for(batch, 1, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i)
+        gemm<float>(c.data() + i * M * N, a.data() + i * M * K, b.data() + i * K * N, M, N, K, ta, tb, ta ? M : K,
+                    tb ? K : N, N, 1.f, 0.f);
+    });
+    benchmark::DoNotOptimize(c.data());
+  }
+  set_num_threads(1);
+  s.counters["GFLOPs"] = benchmark::Counter(2.0 * M * N * K * batch * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  s.counters["products"] = static_cast<double>(batch);
+  s.SetLabel(std::string(gemm_backend_name(backend)) + " " + (ta ? "TN" : tb ? "NT" : "NN"));
+}
+
+// The shapes of examples/bench tiny (L 16, E 64, H 4, D 16, F 256) and base
+// (L 32, E 256, H 8, D 32, F 1024), both with B·L = 1024 rows, plus longer
+// attention (T = S = 64, 128 with D 64). Attention per head, B·H = 256 of them:
+// Q Kᵀ [T, D]·[S, D]ᵀ (NT), P V [T, S]·[S, D] (NN), dV = Pᵀ dO (TN).
+// Projections x Wᵀ (NT), dx = grad W (NN), dW = gradᵀ x (TN).
+void gemm_shapes(benchmark::internal::Benchmark* bm) {
+  for (int64_t threads : {1, 2})
+    for (GemmBackend backend : {GemmBackend::openblas, GemmBackend::blis, GemmBackend::xsmm}) {
+      const auto lib = static_cast<int64_t>(backend);
+      for (auto [t, d] : {std::pair<int64_t, int64_t>{16, 16}, {32, 32}, {64, 64}, {128, 64}}) {
+        const int64_t heads = t <= 32 ? 256 : 64;
+        bm->Args({lib, t, t, d, 2, heads, threads});
+        bm->Args({lib, t, d, t, 0, heads, threads});
+        bm->Args({lib, t, d, t, 1, heads, threads});
+      }
+      for (auto [in, out] : {std::pair<int64_t, int64_t>{64, 64}, {64, 256}, {256, 256}, {256, 1024}}) {
+        bm->Args({lib, 1024, out, in, 2, 1, threads});
+        bm->Args({lib, 1024, in, out, 0, 1, threads});
+        bm->Args({lib, out, in, 1024, 1, 1, threads});
+      }
+    }
+}
+
 }  // namespace
 
+BENCHMARK(BM_gemm)->ArgNames({"lib", "M", "N", "K", "trans", "batch", "threads"})->Apply(gemm_shapes)
+    ->Unit(benchmark::kMicrosecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_linear)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_matmul)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_softmax)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);

@@ -12,7 +12,7 @@ include(CMakePackageConfigHelpers)
 # No public header includes them (scripts/test.d/50-install.sh compiles each
 # installed header alone to keep it so).
 set(ATTOGRAD_PRIVATE_HEADERS autograd/tensor_impl.h autograd/ops/kernels.h autograd/backend/blas.h
-    autograd/backend/blas_kernel.h autograd/kernels/add.h autograd/kernels/rows.h)
+    autograd/backend/blas_kernel.h autograd/backend/small_gemm.h autograd/kernels/add.h autograd/kernels/rows.h)
 set(ATTOGRAD_PUBLIC_HEADERS)
 foreach(part ${ATTOGRAD_PARTS})
   file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/${part}/*.h)
@@ -50,15 +50,18 @@ install(FILES ${PROJECT_BINARY_DIR}/attogradConfig.cmake ${PROJECT_BINARY_DIR}/a
 # attograd.pc. With static libraries OpenBLAS, SentencePiece, SLEEF and the thread library are
 # needed by every link, so they are plain Requires/Libs; a shared build
 # moves them to the .private fields.
+# libxsmm and BLIS (cmake/small_gemm.cmake) likewise; BLIS has no .pc file,
+# and -lopenblas goes before -lblis so that the BLAS names both export stay
+# OpenBLAS'.
 if(BUILD_SHARED_LIBS)
   set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json")
-  set(ATTOGRAD_PC_REQUIRES_PRIVATE "openblas sentencepiece sleef")
-  set(ATTOGRAD_PC_LIBS_THREADS "")
-  set(ATTOGRAD_PC_LIBS_PRIVATE "-pthread")
+  set(ATTOGRAD_PC_REQUIRES_PRIVATE "openblas sentencepiece sleef libxsmm")
+  set(ATTOGRAD_PC_LIBS_STATIC "")
+  set(ATTOGRAD_PC_LIBS_PRIVATE "-lopenblas -lblis -pthread")
 else()
-  set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json openblas sentencepiece sleef")
+  set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json openblas sentencepiece sleef libxsmm")
   set(ATTOGRAD_PC_REQUIRES_PRIVATE "")
-  set(ATTOGRAD_PC_LIBS_THREADS " -pthread")
+  set(ATTOGRAD_PC_LIBS_STATIC " -lopenblas -lblis -pthread")
   set(ATTOGRAD_PC_LIBS_PRIVATE "")
 endif()
 # The prefix is found relative to the .pc file, so the file stays right

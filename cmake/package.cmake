@@ -18,6 +18,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 # their libraries (the installed targets and attograd.pc require them); they
 # pull in the runtime libraries the programs need (libopenblas0, libfmt9).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, nlohmann-json3-dev, libsentencepiece-dev, libsleef-dev")
+string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libxsmm-dev, libblis-dev")  # the small-GEMM libraries (cmake/small_gemm.cmake)
 if(ATTOGRAD_MPI)  # attograd::dist links MPI (find_dependency(MPI) in attogradConfig.cmake)
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libopenmpi-dev")
 endif()

@@ -1,5 +1,6 @@
 #include <attograd/nn/attention.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <attograd/autograd/engine.h>
@@ -23,29 +24,33 @@ size_t AttentionCache::bytes_allocated() const {
   return k.defined() ? 2 * static_cast<size_t>(k.numel()) * dtype_size(k.dtype()) : 0;
 }
 
+void AttentionCache::reserve(int64_t B, int64_t G, int64_t D, int64_t n, DType dtype) {
+  if (k.defined() && (k.size(0) != B || k.size(1) != G || k.size(3) != D))
+    fail<ShapeError>("AttentionCache", "new keys [{}, {}, {}, {}] do not match the cache {}; hint: reset() the cache "
+                     "for a new batch", B, G, n, D, shape_str(k.shape()));
+  if (k.defined() && k.dtype() != dtype)
+    fail<DTypeError>("AttentionCache", "new keys are {}, the cache {}; hint: reset() the cache after changing the "
+                     "model's dtype", dtype_name(dtype), dtype_name(k.dtype()));
+  const int64_t cap = k.defined() ? k.size(2) : 0;
+  if (length + n <= cap && k.is_contiguous() && v.is_contiguous()) return;
+  NoGradGuard no_grad;
+  const int64_t new_cap = length + n <= cap ? cap : std::max<int64_t>({16, 2 * cap, length + n});
+  Tensor k2 = Tensor::empty({B, G, new_cap, D}, dtype), v2 = Tensor::empty({B, G, new_cap, D}, dtype);
+  if (length > 0) {
+    k2.narrow(2, 0, length).copy_(keys());
+    v2.narrow(2, 0, length).copy_(values());
+  }
+  k = k2;
+  v = v2;
+}
+
 namespace {
 
-// Append new rows kn/vn [B, G, n, D] to the cache, doubling capacity when full
-// (so t steps copy O(t) rows in total, not O(t²)).
+// Append new rows kn/vn [B, G, n, D] to the cache.
 void cache_append(AttentionCache& c, const Tensor& kn, const Tensor& vn) {
   NoGradGuard no_grad;
   const int64_t n = kn.size(2);
-  if (c.k.defined() && (c.k.size(0) != kn.size(0) || c.k.size(1) != kn.size(1) || c.k.size(3) != kn.size(3)))
-    fail<ShapeError>("AttentionCache", "new keys {} do not match the cache {}; hint: reset() the cache for a new batch",
-                     shape_str(kn.shape()), shape_str(c.k.shape()));
-  const int64_t cap = c.k.defined() ? c.k.size(2) : 0;
-  if (c.length + n > cap) {
-    const int64_t new_cap = std::max<int64_t>({16, 2 * cap, c.length + n});
-    Shape s = kn.shape();
-    s[2] = new_cap;
-    Tensor k2 = Tensor::empty(s, kn.dtype()), v2 = Tensor::empty(s, vn.dtype());
-    if (c.length > 0) {
-      k2.narrow(2, 0, c.length).copy_(c.keys());
-      v2.narrow(2, 0, c.length).copy_(c.values());
-    }
-    c.k = k2;
-    c.v = v2;
-  }
+  c.reserve(kn.size(0), kn.size(1), kn.size(3), n, kn.dtype());
   c.k.narrow(2, c.length, n).copy_(kn);
   c.v.narrow(2, c.length, n).copy_(vn);
   c.length += n;
@@ -114,11 +119,9 @@ MHAOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
     k = cache->keys();  // cross-attention: memory projected on the first step
     v = cache->values();
   } else {
-    k = split_heads(k_proj->forward(key), num_kv_heads);
-    v = split_heads(v_proj->forward(value), num_kv_heads);
     if (cache) {
       const int64_t t0 = cache->length;
-      cache_append(*cache, k, v);
+      append_kv(key, value, *cache);
       k = cache->keys();
       v = cache->values();
       // The new queries sit at positions t0..t0+T-1; causal means "keys up to
@@ -130,6 +133,9 @@ MHAOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
         attn_mask = Tensor::from_vector(m, {T, cache->length});
       }
       is_causal = false;
+    } else {
+      k = split_heads(k_proj->forward(key), num_kv_heads);
+      v = split_heads(v_proj->forward(value), num_kv_heads);
     }
   }
 
@@ -162,6 +168,10 @@ MHAOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
   MHAOutput res{out_proj->forward(merged), Tensor()};
   if (opt.need_weights) res.weights = opt.average_weights ? mean(r.weights, {1}) : r.weights;
   return res;
+}
+
+void MultiHeadAttention::append_kv(const Tensor& key, const Tensor& value, AttentionCache& cache) {
+  cache_append(cache, split_heads(k_proj->forward(key), num_kv_heads), split_heads(v_proj->forward(value), num_kv_heads));
 }
 
 std::string MultiHeadAttention::extra_repr() const {

@@ -52,6 +52,10 @@ struct AttentionCache {
   Tensor values() const;  // [B, G, t, D] view
   size_t bytes_used() const;       // 2 · B · G · t · D · sizeof(dtype)
   size_t bytes_allocated() const;  // with spare capacity
+  // Room for n more rows of K and V [B, G, ·, D] in dtype: the storage grows
+  // (contiguous, capacity doubling, so t steps copy O(t) rows in total) only
+  // when full. Keys of another B, G or D are a ShapeError, of another dtype a DTypeError.
+  void reserve(int64_t B, int64_t G, int64_t D, int64_t n, DType dtype);
 };
 
 // Per-call options of MultiHeadAttention::forward (masks as described above).
@@ -111,6 +115,10 @@ class MultiHeadAttention : public Module {
   // (and the weights with need_weights). Other ranks or feature sizes are a
   // ShapeError. With opt.cache, query/key/value are the new step(s) only.
   MHAOutput forward(const Tensor& query, const Tensor& key, const Tensor& value, const MHAOptions& opt = {});
+  // Projects key [B, S, kdim] and value [B, S, vdim] with k_proj, v_proj and
+  // appends them to cache as S rows of [B, G, ·, D] (what forward does with a
+  // cache; the lean decode step fills a cross-attention cache with it).
+  void append_kv(const Tensor& key, const Tensor& value, AttentionCache& cache);
   int64_t embed_dim;  // E, the query and output width
   int64_t num_heads;  // H query heads
   int64_t head_dim;   // D = E / H

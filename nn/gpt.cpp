@@ -123,6 +123,10 @@ Tensor GPT::forward(const Tensor& ids, KVCache* cache) {
   if (cache && cache->self_attn.size() != blocks->size())
     fail<ValueError>("GPT", "cache has {} layers, the model {}; hint: use model.make_cache()", cache->self_attn.size(),
                      blocks->size());
+  if (lean_gpt_applies(*this, cache, ids.size(1))) {
+    const std::vector<int64_t> v = ids.to_vector<int64_t>();
+    return lean_gpt_step(*this, v, *cache).clone().reshape({ids.size(0), 1, config.vocab});
+  }
   const int64_t start = cache ? cache->length() : 0;
   if (start + ids.size(1) > config.context)
     fail<ShapeError>("GPT", "positions [{}, {}) exceed the context of {} tokens; hint: feed at most {} tokens", start,

@@ -167,6 +167,7 @@ KVCache::KVCache(size_t layers) : self_attn(layers), cross_attn(layers) {
 void KVCache::reset() {
   for (auto& c : self_attn) c.reset();
   for (auto& c : cross_attn) c.reset();
+  lean.reset();
 }
 void KVCache::reorder(const std::vector<int64_t>& origin) {
   NoGradGuard no_grad;
@@ -281,6 +282,10 @@ Tensor Seq2SeqTransformer::encode(const Tensor& src, const Tensor& kpm) {
 
 Tensor Seq2SeqTransformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& mem_kpm,
                                   const Tensor& tgt_kpm, KVCache* cache) {
+  if (lean_decode_applies(*this, cache, tgt.dim() == 2 ? tgt.size(1) : 0, tgt_kpm) && tgt.dtype() == DType::i64) {
+    const std::vector<int64_t> ids = tgt.to_vector<int64_t>();
+    return lean_decode_step(*this, ids, memory, mem_kpm, *cache).clone().reshape({tgt.size(0), 1, config.tgt_vocab});
+  }
   const double scale = std::sqrt(static_cast<double>(config.d_model));
   const int64_t start = cache ? cache->length() : 0;
   Tensor x = embed_dropout->forward(pos->forward(tgt_embed->forward(tgt) * scale, start));

@@ -20,6 +20,7 @@
 
 #include <attograd/nn/attention.h>
 #include <attograd/nn/embedding.h>
+#include <attograd/nn/inference.h>
 #include <attograd/nn/layers.h>
 #include <attograd/nn/linear.h>
 
@@ -108,6 +109,7 @@ class TransformerEncoderLayer : public Module {
 struct KVCache {
   std::vector<AttentionCache> self_attn;   // K, V [B, G, t, D] per layer, one row per decoded step
   std::vector<AttentionCache> cross_attn;  // K, V [B, G, S, D] per layer, projected from memory once
+  std::shared_ptr<LeanState> lean;  // the lean step's buffers and packed weights (nn/inference.h); null until its first step
   // Empty caches for a decoder of `layers` layers (Seq2SeqTransformer::make_cache).
   explicit KVCache(size_t layers = 0);
   // Empties every cache for a new batch.

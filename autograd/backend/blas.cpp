@@ -1,15 +1,22 @@
 #include <attograd/autograd/backend/blas.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cstdlib>
 #include <limits>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <cblas.h>
 
 #include <attograd/autograd/backend/blas_kernel.h>
-#include <attograd/autograd/error.h>
+#include <attograd/autograd/backend/small_gemm.h>
 #include <attograd/autograd/backend/threads.h>
+#include <attograd/autograd/error.h>
 
 // OpenBLAS extensions; declared here too in case <cblas.h> is another vendor's.
 extern "C" {
@@ -22,6 +29,22 @@ namespace attograd {
 namespace {
 
 std::atomic<GemmBackend> g_backend{GemmBackend::blas};
+
+constexpr std::array<std::pair<GemmBackend, std::string_view>, 5> kBackendNames = {{
+    {GemmBackend::blas, "blas"},
+    {GemmBackend::openblas, "openblas"},
+    {GemmBackend::blis, "blis"},
+    {GemmBackend::xsmm, "xsmm"},
+    {GemmBackend::naive, "naive"},
+}};
+
+// ATTOGRAD_GEMM, once, before the backend is first read or set.
+void read_backend_from_env() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (const char* name = std::getenv("ATTOGRAD_GEMM")) g_backend = parse_gemm_backend(name);
+  });
+}
 
 // OpenBLAS runs single-threaded: large products are split across attograd's
 // pool instead (see blas.h). Set once, when this layer is loaded.
@@ -73,9 +96,9 @@ constexpr int64_t kPieceAlign = 32;  // OpenBLAS' AVX-512 register blocking
 // out [M, N] in pieces: by rows of op(a) when M >= N, else by columns of
 // op(b); each piece is an ordinary single-threaded BLAS call on sub-matrices
 // (pointer offsets, same leading dims).
-template <class T>
-void gemm_in_pieces(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t lda,
-                    int64_t ldb, int64_t ldc, T alpha, T beta) {
+template <class T, class Kernel>
+void gemm_in_pieces(const Kernel& kernel, T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool ta,
+                    bool tb, int64_t lda, int64_t ldb, int64_t ldc, T alpha, T beta) {
   const bool by_rows = M >= N;
   const int64_t extent = by_rows ? M : N;
   const int64_t piece_len = (extent + kPieces * kPieceAlign - 1) / (kPieces * kPieceAlign) * kPieceAlign;
@@ -83,17 +106,86 @@ void gemm_in_pieces(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_
     for (int64_t piece = first; piece < last; ++piece) {
       const int64_t lo = piece * piece_len, n = std::min(extent, lo + piece_len) - lo;
       if (by_rows)  // rows lo.. of op(a) and of out
-        cblas_gemm(out + lo * ldc, ta ? a + lo : a + lo * lda, b, n, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
+        kernel(out + lo * ldc, ta ? a + lo : a + lo * lda, b, n, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
       else  // columns lo.. of op(b) and of out
-        cblas_gemm(out + lo, a, tb ? b + lo * ldb : b + lo, M, n, K, ta, tb, lda, ldb, ldc, alpha, beta);
+        kernel(out + lo, a, tb ? b + lo * ldb : b + lo, M, n, K, ta, tb, lda, ldb, ldc, alpha, beta);
     }
   });
 }
 
+// Float products by shape class, for GemmBackend::blas: the first row whose
+// max_work (M·N·K) is not exceeded decides; trans_b is the library for a
+// transposed b (libxsmm copies it transposed first, which stops paying off
+// above 1024×64×64). Measured per product with bench/ops_bench's BM_gemm on
+// Zen 4 (docs/performance.md): libxsmm 0.96-1.47x OpenBLAS' speed from the
+// per-head attention products up to 1024×256×1024; BLIS (its zen3 kernels)
+// never beat both others by more than noise, so no row routes to it.
+// OpenBLAS keeps the largest products, beyond what was measured.
+struct GemmRoute {
+  int64_t max_work;
+  GemmBackend plain, trans_b;
+};
+constexpr std::array<GemmRoute, 3> kGemmRoutes = {{
+    {int64_t{1} << 22, GemmBackend::xsmm, GemmBackend::xsmm},
+    {int64_t{1} << 28, GemmBackend::xsmm, GemmBackend::openblas},
+    {std::numeric_limits<int64_t>::max(), GemmBackend::openblas, GemmBackend::openblas},
+}};
+
+// One single-threaded float call on library `lib` (openblas, blis or xsmm).
+void library_gemm(GemmBackend lib, float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K,
+                  bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
+  if (lib == GemmBackend::xsmm) {
+    if (const XsmmKernel kernel = xsmm_kernel(M, N, K, ta, tb, lda, ldb, ldc, alpha, beta)) {
+      kernel(out, a, b);
+      return;
+    }
+    lib = GemmBackend::openblas;
+  }
+  if (lib == GemmBackend::blis)
+    blis_gemm(out, a, b, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
+  else
+    cblas_gemm(out, a, b, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
+}
+
+// float64 has OpenBLAS only.
+void library_gemm(GemmBackend, double* out, const double* a, const double* b, int64_t M, int64_t N, int64_t K,
+                  bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, double alpha, double beta) {
+  cblas_gemm(out, a, b, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
+}
+
 }  // namespace
 
-void set_gemm_backend(GemmBackend backend) { g_backend = backend; }
-GemmBackend gemm_backend() { return g_backend; }
+void set_gemm_backend(GemmBackend backend) {
+  read_backend_from_env();
+  g_backend = backend;
+}
+GemmBackend gemm_backend() {
+  read_backend_from_env();
+  return g_backend;
+}
+
+GemmBackend parse_gemm_backend(std::string_view name) {
+  for (const auto& [backend, n] : kBackendNames)
+    if (n == name) return backend;
+  fail<ValueError>("gemm", "unknown GEMM backend '{}' (from ATTOGRAD_GEMM or a flag); expected one of blas, openblas, "
+                   "blis, xsmm, naive; hint: blas routes each shape to the fastest library", name);
+}
+
+std::string_view gemm_backend_name(GemmBackend backend) {
+  for (const auto& [b, n] : kBackendNames)
+    if (b == backend) return n;
+  fail<ValueError>("gemm", "GemmBackend value {} has no name; expected one of the enum's values",
+                   static_cast<int>(backend));
+}
+
+GemmBackend routed_gemm_backend(int64_t M, int64_t N, int64_t K, bool trans_b, float alpha, float beta) {
+  const int64_t work = M * N * K;
+  const GemmRoute& route = *std::find_if(kGemmRoutes.begin(), kGemmRoutes.end(),
+                                         [&](const GemmRoute& r) { return work <= r.max_work; });
+  const GemmBackend lib = trans_b ? route.trans_b : route.plain;
+  if (lib == GemmBackend::xsmm && !xsmm_supports(alpha, beta)) return GemmBackend::openblas;
+  return lib;
+}
 
 template <class T>
 void gemm_naive(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
@@ -121,15 +213,22 @@ void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
           int64_t ldb, int64_t ldc, T alpha, T beta) {
   check_gemm_args(M, N, K, trans_a, trans_b, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
-  if (g_backend == GemmBackend::naive || K == 0) {  // K == 0: out = beta · out, no BLAS call needed
+  GemmBackend lib = gemm_backend();
+  if (lib == GemmBackend::naive || K == 0) {  // K == 0: out = beta · out, no BLAS call needed
     gemm_naive(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
     return;
   }
-  warn_if_slow_blas_kernel();
+  if (lib == GemmBackend::blas && std::is_same_v<T, float>)
+    lib = routed_gemm_backend(M, N, K, trans_b, static_cast<float>(alpha), static_cast<float>(beta));
+  if (lib == GemmBackend::openblas || !std::is_same_v<T, float>) warn_if_slow_blas_kernel();
+  const auto kernel = [lib](T* o, const T* a_, const T* b_, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+                            int64_t la, int64_t lb, int64_t lc, T al, T be) {
+    library_gemm(lib, o, a_, b_, m, n, k, ta, tb, la, lb, lc, al, be);
+  };
   if (M * N * K >= kSplitWork && std::max(M, N) >= kPieces * kPieceAlign)
-    gemm_in_pieces(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
+    gemm_in_pieces(kernel, out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
   else
-    cblas_gemm(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
+    kernel(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
 }
 
 template void gemm<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t,

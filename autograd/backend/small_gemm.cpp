@@ -1,0 +1,101 @@
+#include <attograd/autograd/backend/small_gemm.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <blis.h>
+#include <libxsmm.h>
+
+namespace attograd {
+
+namespace {
+
+// What makes one libxsmm kernel: the column-major call below, plus beta.
+struct XsmmKey {
+  int64_t m, n, k, lda, ldb, ldc;
+  int flags;
+  bool operator==(const XsmmKey&) const = default;
+};
+
+struct XsmmKeyHash {
+  size_t operator()(const XsmmKey& key) const {
+    size_t h = static_cast<size_t>(key.flags);
+    for (int64_t v : {key.m, key.n, key.k, key.lda, key.ldb, key.ldc}) h = h * 1000003u ^ static_cast<size_t>(v);
+    return h;
+  }
+};
+
+using XsmmCache = std::unordered_map<XsmmKey, XsmmKernel::Fn, XsmmKeyHash>;
+
+XsmmCache& xsmm_cache() {
+  thread_local XsmmCache cache;
+  return cache;
+}
+
+// Each library is set up at its first use only (libxsmm's registry takes about 12 MB).
+void init_xsmm() {
+  static std::once_flag once;
+  std::call_once(once, [] { libxsmm_init(); });
+}
+
+void init_blis() {
+  static std::once_flag once;
+  // The pool splits large products (threads.h); BLIS never threads itself.
+  std::call_once(once, [] { bli_thread_set_num_threads(1); });
+}
+
+}  // namespace
+
+void XsmmKernel::operator()(float* out, const float* a, const float* b) const {
+  const auto [M, N, K, ldb, ldc, trans_b, scale] = call_;
+  if (trans_b) {  // b [N, K] -> bt [K, N]
+    thread_local std::vector<float> bt;
+    bt.resize(static_cast<size_t>(K * N));
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k) bt[k * N + j] = b[j * ldb + k];
+    b = bt.data();
+  }
+  fn_(b, a, out);  // row-major out = a·b is column-major outᵀ = bᵀ·aᵀ
+  if (scale == 1.f) return;
+  for (int64_t i = 0; i < M; ++i)
+    for (float *o = out + i * ldc, *end = o + N; o != end; ++o) *o *= scale;
+}
+
+bool xsmm_supports(float alpha, float beta) { return beta == 0.f || (beta == 1.f && alpha == 1.f); }
+
+XsmmKernel xsmm_kernel(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, int64_t lda, int64_t ldb,
+                       int64_t ldc, float alpha, float beta) {
+  if (!xsmm_supports(alpha, beta)) return {};
+  const bool beta0 = beta == 0.f;
+  // Column-major: m = N, n = M, A = op(b)ᵀ (b [K, N] as stored, or the transposed copy, ld N), B = op(a)ᵀ
+  // (flagged transposed when trans_a).
+  const int flags = (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta0 ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
+  const XsmmKey key{N, M, K, trans_b ? N : ldb, lda, ldc, flags};
+  XsmmCache& cache = xsmm_cache();
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    init_xsmm();
+    const auto m = static_cast<libxsmm_blasint>(key.m), n = static_cast<libxsmm_blasint>(key.n),
+               k = static_cast<libxsmm_blasint>(key.k), la = static_cast<libxsmm_blasint>(key.lda),
+               lb = static_cast<libxsmm_blasint>(key.ldb), lc = static_cast<libxsmm_blasint>(key.ldc);
+    const float one = 1.f;
+    const libxsmm_smmfunction fn = libxsmm_smmdispatch(m, n, k, &la, &lb, &lc, &one, beta0 ? nullptr : &one, &flags,
+                                                       nullptr);
+    it = cache.emplace(key, reinterpret_cast<XsmmKernel::Fn>(fn)).first;
+  }
+  if (!it->second) return {};
+  return XsmmKernel(it->second, {M, N, K, ldb, ldc, trans_b, beta0 ? alpha : 1.f});
+}
+
+size_t xsmm_cached_kernels() { return xsmm_cache().size(); }
+
+void blis_gemm(float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+               bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
+  init_blis();
+  // Stored operands with row stride ld and column stride 1; BLIS applies the transposes.
+  bli_sgemm(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, M, N, K,
+            &alpha, const_cast<float*>(a), lda, 1, const_cast<float*>(b), ldb, 1, &beta, out, ldc, 1);
+}
+
+}  // namespace attograd
