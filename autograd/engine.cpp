@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <unordered_map>
 
 #include <attograd/autograd/tensor_impl.h>
@@ -86,6 +87,7 @@ Node::~Node() {
   // are the last owner of, iteratively, so nothing recurses.
   std::vector<std::shared_ptr<Node>> stack = std::move(next);
   backward = nullptr;
+  saved.clear();
   while (!stack.empty()) {
     std::shared_ptr<Node> n = std::move(stack.back());
     stack.pop_back();
@@ -93,6 +95,7 @@ Node::~Node() {
       for (auto& c : n->next) stack.push_back(std::move(c));
       n->next.clear();
       n->backward = nullptr;  // may drop saved tensors that own nodes now in `stack`
+      n->saved.clear();
     }
   }
 }
@@ -147,6 +150,35 @@ bool any_requires_grad(std::initializer_list<Tensor> inputs) {
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
+}
+
+size_t saved_bytes(const SavedTensor& s) {
+  return s.value.defined() ? static_cast<size_t>(s.value.numel()) * dtype_size(s.value.dtype()) : 0;
+}
+
+const Tensor& Grads::saved(size_t k) const {
+  if (k >= node_.saved.size())
+    fail<AutogradError>(node_.name, "backward asked for saved tensor {}, but record() registered {}; hint: list "
+                        "every tensor the closure reads in record's saved list", k, node_.saved.size());
+  return node_.saved[k].value;
+}
+
+Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, std::vector<SavedTensor> saved,
+              BackwardFn backward) {
+  const Node* had = out.defined() ? out.grad_fn().get() : nullptr;
+  Tensor r = record(op, std::move(out), inputs, std::move(backward));
+  if (!r.defined() || !r.grad_fn() || r.grad_fn().get() == had) return r;
+  for (size_t k = 0; k < saved.size(); ++k) {
+    const Tensor& v = saved[k].value;
+    if (!v.defined()) continue;
+    for (size_t i = 0; i < inputs.size() && !saved[k].shares; ++i)
+      if (inputs[i].defined() && v.shares_storage(inputs[i])) saved[k].shares = fmt::format("input {}", i);
+    if (!saved[k].shares && v.shares_storage(r)) saved[k].shares = "out";
+    for (size_t j = 0; j < k && !saved[k].shares; ++j)
+      if (saved[j].value.defined() && v.shares_storage(saved[j].value)) saved[k].shares = saved[j].name;
+  }
+  r.grad_fn()->saved = std::move(saved);
+  return r;
 }
 
 Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs,
@@ -222,6 +254,15 @@ Tensor root_grad(std::string_view op, const Tensor& root, const Tensor& given) {
 
 // The node a gradient for t enters: its grad_fn, or its AccumulateGrad for a leaf.
 std::shared_ptr<Node> entry_node(const Tensor& t) { return t.grad_fn() ? t.grad_fn() : grad_accumulator(t); }
+
+// The leaf's post-accumulate hooks, in registration order (over a copy: a
+// hook may remove itself or register another).
+void run_post_accumulate_hooks(const std::shared_ptr<TensorImpl>& leaf) {
+  if (leaf->post_accumulate_hooks.empty()) return;
+  const auto hooks = leaf->post_accumulate_hooks;
+  const Tensor t(leaf);
+  for (const auto& [id, hook] : hooks) hook(t);
+}
 
 // One walk of the graph, shared by backward() and grad(). Without `targets`
 // gradients reach the leaves' .grad; with them (grad()) the gradient arriving
@@ -309,7 +350,10 @@ std::vector<Tensor> walk(const std::vector<std::shared_ptr<Node>>& roots, const 
       for (size_t j = 0; j < targets.size(); ++j)
         if (targets[j] == n) result[j] = g;
       if (!n->leaf.expired() || n->name == "AccumulateGrad") {
-        if (auto leaf = n->leaf.lock(); leaf && !capture) accumulate_into_leaf(*leaf, g, create_graph);
+        if (auto leaf = n->leaf.lock(); leaf && !capture) {
+          accumulate_into_leaf(*leaf, g, create_graph);
+          run_post_accumulate_hooks(leaf);
+        }
         if (observer) written = {g};
       } else if (runs(n)) {
         if (n->released)
@@ -323,6 +367,7 @@ std::vector<Tensor> walk(const std::vector<std::shared_ptr<Node>>& roots, const 
           const Allocator& alloc = default_allocator();
           const size_t in_use = alloc.bytes_in_use();
           n->backward = nullptr;
+          n->saved.clear();
           n->released = true;
           n->freed_bytes = in_use - std::min(in_use, alloc.bytes_in_use());
         }
@@ -423,6 +468,45 @@ void twin_backward(Grads& dx, const Tensor& grad, const std::vector<Tensor>& inp
   const std::vector<Tensor> g = attograd::grad({out}, wanted, {grad}, opt);
   for (size_t j = 0; j < which.size(); ++j)
     if (g[j].defined()) dx[which[j]] += g[j];
+}
+
+namespace {
+uint64_t g_next_hook_id = 1;  // ids are only compared on one leaf; the counter is shared by all threads
+std::mutex g_hook_mutex;
+}  // namespace
+
+GradHookHandle register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
+  constexpr std::string_view op = "register_post_accumulate_grad_hook";
+  if (!leaf.defined()) fail<AutogradError>(op, "called on an undefined tensor");
+  if (leaf.grad_fn())
+    fail<AutogradError>(op, "expected a leaf, got a tensor made by <{}>; hint: register it on the parameter",
+                        leaf.grad_fn_name());
+  if (!leaf.requires_grad())
+    fail<AutogradError>(op, "the leaf {} does not require grad, so no gradient will ever reach it; hint: call "
+                        "requires_grad_() first", shape_str(leaf.shape()));
+  if (!hook) fail<ValueError>(op, "got an empty hook");
+  uint64_t id = 0;
+  {
+    std::lock_guard lock(g_hook_mutex);
+    id = g_next_hook_id++;
+  }
+  leaf.impl()->post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return GradHookHandle(leaf.impl_ptr(), id);
+}
+
+void GradHookHandle::remove() {
+  if (auto leaf = leaf_.lock()) std::erase_if(leaf->post_accumulate_hooks, [&](const auto& h) { return h.first == id_; });
+  leaf_.reset();
+}
+
+GradHookHandle& GradHookHandle::operator=(GradHookHandle&& o) noexcept {
+  if (this != &o) {
+    remove();
+    leaf_ = std::move(o.leaf_);
+    id_ = o.id_;
+    o.leaf_.reset();
+  }
+  return *this;
 }
 
 // ---- Tensor's members that need the Node ------------------------------------

@@ -7,9 +7,12 @@
 // The engine sits on tensor.h (and the kernels under it) only; the ops sit on
 // the engine. Gradients are summed with add_ / add_values (tensor.h).
 #pragma once
+#include <concepts>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <attograd/autograd/tensor.h>
@@ -17,6 +20,22 @@
 namespace attograd {
 
 class Grads;
+
+// A tensor an op's backward keeps, registered with record() (see below) so
+// that what the graph shows (to_dot's saved_tensors, BackwardTrace's saved bytes) is
+// what the closure really reads: the closure gets the values back from the
+// node, not from a capture.
+struct SavedTensor {
+  std::string name;  // the tensor's name in the backward formula: "x", "out", "rstd", ...
+  Tensor value;      // undefined: not kept for this call (e.g. mul's operand when the other needs no gradient)
+  // Set by record(): what else holds value's storage ("input 1", "out", or an
+  // earlier saved tensor's name); none: the node alone keeps it alive.
+  std::optional<std::string> shares;
+};
+// value's size as stored: numel · dtype size (0 when undefined); a view
+// counts its own elements, not the storage it shares.
+size_t saved_bytes(const SavedTensor& s);
+
 // backward(grad, dx): grad is dL/d(out) with out's shape; write dL/d(input i)
 // with `dx[i] += ...` for every i where dx.needs(i). While a graph is being
 // created (dx.create_graph()), the closure's math is recorded, so it must be
@@ -33,6 +52,7 @@ struct Node : std::enable_shared_from_this<Node> {
   DType output_dtype = DType::f32;          // the op's output dtype (a leaf's own dtype)
   uint64_t sequence = 0;                    // creation order on this thread: forward order
   BackwardFn backward;                      // freed after use unless retain_graph
+  std::vector<SavedTensor> saved;           // what backward keeps (record's list); freed with it
   bool released = false;                    // backward ran and was freed (no retain_graph); running it again throws
   size_t freed_bytes = 0;                   // allocator bytes that releasing backward gave back (saved tensors
                                             // nothing else holds); blurred if other threads allocate meanwhile
@@ -75,6 +95,9 @@ class Grads {
   Slot operator[](size_t i) { return Slot(*this, i); }
   // The node whose backward is running (its op name and input shapes).
   const Node& node() const { return node_; }
+  // The k-th tensor record() registered as saved for this node (an
+  // AutogradError when there is none: the closure and its list disagree).
+  const Tensor& saved(size_t k) const;
 
   // True under backward(create_graph=true) or grad(..., create_graph): the
   // gradients written must then be differentiable functions of grad and of
@@ -186,14 +209,77 @@ class BackwardObserverGuard {
   BackwardObserver* prev_;
 };
 
+// Called when a leaf's .grad is final for this backward (PyTorch's
+// register_post_accumulate_grad_hook): once per backward (run_backward, not
+// grad()), after the last contribution was added, with the leaf itself, whose
+// .grad then holds the sum. Leaves the backward does not reach (no gradient
+// arrives) get no call. Leaves finish in the engine's order, each once every
+// op reading it has run backward: in a network, roughly the last layer's
+// parameters first. dist::GradientReducer starts each bucket's allreduce from
+// here while backward goes on. A hook may read and replace .grad; it runs on
+// the thread calling backward.
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
+
+// Removes its hook when it dies or at remove(); movable, not copyable.
+class GradHookHandle {
+ public:
+  GradHookHandle() = default;
+  // The hook `id` on `leaf` (made by register_post_accumulate_grad_hook).
+  GradHookHandle(std::weak_ptr<TensorImpl> leaf, uint64_t id) : leaf_(std::move(leaf)), id_(id) {}
+  GradHookHandle(GradHookHandle&& o) noexcept : leaf_(std::move(o.leaf_)), id_(o.id_) { o.leaf_.reset(); }
+  GradHookHandle& operator=(GradHookHandle&& o) noexcept;
+  GradHookHandle(const GradHookHandle&) = delete;
+  GradHookHandle& operator=(const GradHookHandle&) = delete;
+  ~GradHookHandle() { remove(); }
+  // Unregisters the hook (nothing if already removed or the leaf is gone).
+  void remove();
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+  uint64_t id_ = 0;
+};
+
+// Registers hook on `leaf` (a tensor that requires grad and has no grad_fn;
+// else an AutogradError); keep the handle as long as the hook should run.
+[[nodiscard]] GradHookHandle register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook);
+
 // Attach a Node to `out` (a fresh tensor from the op's forward, with no
 // history). Does nothing when grad mode is off or no input requires grad.
-// To save an op's own output for backward, capture out.detach(): capturing
-// `out` itself would make a cycle (out -> Node -> closure -> out).
+// An op that keeps tensors for backward uses the overloads below. To keep its
+// own output, save out.detach(): `out` itself would make a cycle (out -> Node
+// -> saved -> out).
 Tensor record(std::string_view op, Tensor out, std::initializer_list<Tensor> inputs,
               BackwardFn backward);
 Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs,
               BackwardFn backward);
+
+// record() with the tensors backward keeps, registered on the node:
+//
+//   return record("div", out, {a, b}, {{"b", b.detach()}, {"out", out.detach()}},
+//                 [sa, sb](const Tensor& grad, Grads& dx, const Tensor& b_, const Tensor& y) { ... });
+//
+// backward gets the N saved tensors after (grad, dx), in the order listed;
+// it captures only non-tensor values (shapes, dims, flags), so the list is
+// everything it keeps. The form with a std::vector (a count known only at run
+// time, as custom_op's) passes none: its backward reads them with dx.saved(k).
+Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, std::vector<SavedTensor> saved,
+              BackwardFn backward);
+namespace detail {
+template <class F, size_t... I>
+constexpr bool takes_saved(std::index_sequence<I...>) {
+  return std::invocable<F&, const Tensor&, Grads&, decltype((void)I, std::declval<const Tensor&>())...>;
+}
+}  // namespace detail
+template <size_t N, class F>
+  requires(detail::takes_saved<F>(std::make_index_sequence<N>{}))
+Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, const SavedTensor (&saved)[N],
+              F backward) {
+  return record(op, std::move(out), inputs, std::vector<SavedTensor>(saved, saved + N),
+                BackwardFn([fn = std::move(backward)](const Tensor& grad, Grads& dx) mutable {
+                  [&]<size_t... I>(std::index_sequence<I...>) { fn(grad, dx, dx.saved(I)...); }(
+                      std::make_index_sequence<N>{});
+                }));
+}
 
 // True when any input will need a gradient (grad mode on and requires_grad).
 bool any_requires_grad(std::initializer_list<Tensor> inputs);

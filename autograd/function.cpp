@@ -44,19 +44,21 @@ Tensor custom_op(std::string name, const std::vector<Tensor>& inputs,
     fail<DTypeError>(name, "custom forward must return a floating tensor, got {}", dtype_name(out.dtype()));
   out = out.detach();  // a fresh handle, even if forward returned an input
   const size_t n = inputs.size();
-  return record(name, out, inputs, [ctx, backward = std::move(backward), n, name](const Tensor& grad, Grads& dx) {
-    std::vector<Tensor> grads;
-    if (dx.create_graph()) {  // the saved inputs and output rejoin the graph for this run
-      const std::vector<Tensor> plain = ctx->saved_;
-      for (size_t j = 0; j < plain.size(); ++j) {
-        if (ctx->from_input_[j]) ctx->saved_[j] = dx.input(*ctx->from_input_[j], plain[j]);
-        else if (ctx->is_output_[j]) ctx->saved_[j] = dx.output(plain[j]);
-      }
-      grads = backward(*ctx, grad);
-      ctx->saved_ = plain;
-    } else {
-      grads = backward(*ctx, grad);
+  // The node holds the saved tensors (to_dot lists them); ctx gets them back for each backward run.
+  std::vector<SavedTensor> saved;
+  for (size_t j = 0; j < ctx->saved_.size(); ++j) saved.push_back({fmt::format("saved({})", j), ctx->saved_[j]});
+  ctx->saved_.clear();
+  return record(name, out, inputs, std::move(saved),
+                [ctx, backward = std::move(backward), n, name](const Tensor& grad, Grads& dx) {
+    ctx->saved_.clear();
+    for (size_t j = 0; j < ctx->from_input_.size(); ++j) {
+      const Tensor& plain = dx.saved(j);  // while a graph is created, saved inputs and output rejoin it
+      if (ctx->from_input_[j]) ctx->saved_.push_back(dx.input(*ctx->from_input_[j], plain));
+      else if (ctx->is_output_[j]) ctx->saved_.push_back(dx.output(plain));
+      else ctx->saved_.push_back(plain);
     }
+    std::vector<Tensor> grads = backward(*ctx, grad);
+    ctx->saved_.clear();
     if (grads.size() != n)
       fail<AutogradError>(name, "custom backward returned {} gradients for {} inputs", grads.size(), n);
     for (size_t i = 0; i < n; ++i)

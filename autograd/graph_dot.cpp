@@ -231,6 +231,22 @@ Collapse collapse(Graph& g, bool on) {
   return c;
 }
 
+// "\nsaved <name> <shape> <dtype> <bytes>[ (<shares>)]" per saved tensor, then the total.
+std::string saved_lines(const Node& n) {
+  std::string out;
+  size_t total = 0, own = 0;
+  for (const SavedTensor& s : n.saved) {
+    if (!s.value.defined()) continue;
+    const size_t b = saved_bytes(s);
+    total += b;
+    if (!s.shares) own += b;
+    out += fmt::format("\nsaved {} {} {} {}{}", s.name, shape_str(s.value.shape()), dtype_name(s.value.dtype()),
+                       bytes_str(b), s.shares ? " (" + *s.shares + ")" : "");
+  }
+  if (!out.empty()) out += fmt::format("\nsaved total {}, own {}", bytes_str(total), bytes_str(own));
+  return out;
+}
+
 std::string vertex_line(const Graph& g, size_t i, const Tensor& root, const DotOptions& opt) {
   const Vertex& x = g.v[i];
   std::string label, attrs;
@@ -239,6 +255,7 @@ std::string vertex_line(const Graph& g, size_t i, const Tensor& root, const DotO
     if (opt.grads && opt.trace)
       for (const TraceRow& r : opt.trace->rows())
         if (r.node == x.node && r.grad.defined) label += fmt::format("\ngrad {} norm {:.4g}", shape_str(r.grad.shape), r.grad.norm);
+    if (opt.saved_tensors) label += saved_lines(*x.node);
     if (opt.saved_bytes && x.node->released) label += "\nfreed " + bytes_str(x.node->freed_bytes);
   } else if (x.kind == Kind::leaf) {
     label = (x.name.empty() ? std::string("leaf") : x.name) + "\n" + shape_line(x);

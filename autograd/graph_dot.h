@@ -6,7 +6,12 @@
 // One vertex per recorded op (ellipse: op name, output shape, dtype), one per
 // leaf that requires grad (blue box: its name from `names` if it has one, else
 // "leaf"; shape, dtype) and, with `constants`, one per input that needs no
-// gradient (dashed box: "no grad", shape, dtype). Edges point the way data
+// gradient (dashed box: "no grad", shape, dtype). With `saved_tensors`, an
+// op's vertex lists what its backward keeps until it runs (the tensors its
+// record() registered): "saved x [4, 3] f32 48 B (input 0)", where the
+// parenthesis names what else holds that storage, and a line
+// "saved total 80 B, own 32 B" (own: the bytes only this node keeps alive).
+// A released node (backward ran without retain_graph) has none left. Edges point the way data
 // flows, from inputs to the op that reads them; the tensor's own op has a bold
 // border. Vertices are numbered n0, n1, ... in the order the forward made them.
 //
@@ -33,6 +38,7 @@ struct DotOptions {
   bool constants = true;                 // draw the inputs that need no gradient
   bool grads = false;                    // each leaf's .grad (shape, L2 norm); with `trace`, each op's incoming gradient too
   bool saved_bytes = false;              // each op's freed bytes: its saved tensors, known once backward released it
+  bool saved_tensors = false;            // each op's saved tensors (record's list): name, shape, dtype, bytes, total
   const BackwardTrace* trace = nullptr;  // a trace of a backward through this graph
   bool collapse_repeats = false;        // draw repeated numbered blocks (layers) once, as a cluster with a count; needs `names`
 };

@@ -7,7 +7,10 @@
 // incomplete type, good for nothing but passing back into autograd/.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include <attograd/autograd/backend/allocator.h>
 #include <attograd/autograd/tensor.h>
@@ -37,6 +40,8 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;           // the op that made this tensor
   std::shared_ptr<TensorImpl> grad;        // accumulated gradient of a leaf
   std::weak_ptr<Node> grad_accumulator;    // leaf's AccumulateGrad node, if alive
+  // register_post_accumulate_grad_hook's hooks (engine.h), with their ids, in registration order.
+  std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
 };
 
 // The start of t's storage as T* (element [0, ..., 0] of t is at t.offset()):

@@ -58,6 +58,7 @@ void BackwardTrace::before(const Node& node, const Tensor& grad) {
   row.name = leaf_name(node, options_.names);
   row.grad = grad_info(grad);
   row.node = &node;
+  for (const SavedTensor& s : node.saved) row.saved_bytes += saved_bytes(s);
   rows_.push_back(std::move(row));
   open_.emplace_back(rows_.size() - 1, now_ns());
 }
@@ -72,15 +73,15 @@ void BackwardTrace::after(const Node& node, const Tensor&, const std::vector<Ten
 }
 
 std::string BackwardTrace::table() const {
-  std::vector<std::array<std::string, 6>> cells{{"step", "op", "grad in [shape] norm", "grads out", "us", "freed"}};
+  std::vector<std::array<std::string, 7>> cells{{"step", "op", "grad in [shape] norm", "grads out", "us", "freed", "saved"}};
   for (const TraceRow& r : rows_) {
     std::string outs;
     for (size_t i = 0; i < r.input_grads.size(); ++i) outs += (i ? ", " : "") + grad_str(r.input_grads[i]);
     const std::string op = r.name.empty() ? r.op : r.op + " " + r.name;
     cells.push_back({std::to_string(r.step), op, grad_str(r.grad), outs, fmt::format("{:.1f}", r.micros),
-                     std::to_string(r.freed_bytes)});
+                     std::to_string(r.freed_bytes), std::to_string(r.saved_bytes)});
   }
-  std::array<size_t, 6> width{};
+  std::array<size_t, 7> width{};
   for (const auto& c : cells)
     for (size_t i = 0; i < c.size(); ++i) width[i] = std::max(width[i], c[i].size());
   std::string out;
@@ -101,7 +102,8 @@ void BackwardTrace::write_jsonl(std::ostream& out) const {
     nlohmann::ordered_json ins = nlohmann::ordered_json::array();
     for (const GradInfo& g : r.input_grads) ins.push_back(grad_json(g));
     nlohmann::ordered_json j = {{"step", r.step},         {"op", r.op}, {"name", r.name}, {"grad", grad_json(r.grad)},
-                        {"input_grads", ins},     {"us", r.micros}, {"freed_bytes", r.freed_bytes}};
+                        {"input_grads", ins},     {"us", r.micros}, {"freed_bytes", r.freed_bytes},
+                                {"saved_bytes", r.saved_bytes}};
     out << j.dump() << "\n";
   }
 }

@@ -9,8 +9,9 @@
 // One row per node: the step (0 is the loss's own node), the op, the
 // gradient that arrived (dL/d its output: shape and L2 norm), what it sent to
 // each input (shape and norm; "-" where an input needs no gradient), the time
-// its backward took, and the bytes the allocator got back when the engine
-// released its closure (the saved tensors nothing else holds). AccumulateGrad
+// its backward took, the bytes the allocator got back when the engine
+// released its closure (the saved tensors nothing else holds), and the bytes
+// of all the tensors its record() saved. AccumulateGrad
 // rows are the leaves: `name` is the parameter's name when `names` has it.
 #pragma once
 #include <cstdint>
@@ -49,6 +50,7 @@ struct TraceRow {
   std::vector<GradInfo> input_grads;  // what went to each input
   double micros = 0;            // the node's backward (or the leaf's accumulation)
   size_t freed_bytes = 0;       // Node::freed_bytes after the release
+  size_t saved_bytes = 0;       // the bytes of the tensors its record() saved (all, shared or not), before it ran
   const Node* node = nullptr;   // identity only (to_dot matches rows to nodes); do not dereference
 };
 
@@ -68,10 +70,10 @@ class BackwardTrace : public BackwardObserver {
 
   // The rows so far, one per node, in the order the engine ran them.
   const std::vector<TraceRow>& rows() const { return rows_; }
-  // Fixed-width columns: step, op, grad in, grads out, time, freed.
+  // Fixed-width columns: step, op, grad in, grads out, time, freed, saved.
   std::string table() const;
   // One JSON object per row: {"step":0,"op":"sum","name":"","grad":{"shape":[],"norm":1.0},
-  // "input_grads":[{"shape":[2,3],"norm":2.44},null],"us":1.5,"freed_bytes":0}
+  // "input_grads":[{"shape":[2,3],"norm":2.44},null],"us":1.5,"freed_bytes":0,"saved_bytes":0}
   void write_jsonl(std::ostream& out) const;
 
   // Opens the node's row: step, op, leaf name and the gradient that arrived.

@@ -6,11 +6,24 @@
 // from the main thread only.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace attograd::dist {
+
+// A collective started by one of Communicator's i* calls: its buffers must
+// stay alive and untouched until wait() has returned.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  // Returns once the collective is complete.
+  virtual void wait() {}
+  // Whether it is complete; lets MPI progress it (OpenMPI moves a non-blocking
+  // collective on only inside MPI calls).
+  virtual bool test() { return true; }
+};
 
 class Communicator {
  public:
@@ -24,6 +37,11 @@ class Communicator {
   virtual void allreduce_sum(std::span<double> data);
   // out [size * in.size()]: rank r's `in` at out[r * in.size()], on every rank.
   virtual void allgather(std::span<const float> in, std::span<float> out);
+  // allreduce_sum and allgather started without waiting (MPI_Iallreduce,
+  // MPI_Iallgather); every rank must start the same collectives in the same
+  // order. This base class runs the blocking call and returns it complete.
+  virtual std::unique_ptr<PendingCollective> iallreduce_sum(std::span<float> data);
+  virtual std::unique_ptr<PendingCollective> iallgather(std::span<const float> in, std::span<float> out);
   // Every rank's bytes, in rank order, on every rank.
   virtual std::vector<std::string> allgather_bytes(const std::string& bytes);
   virtual void barrier() {}

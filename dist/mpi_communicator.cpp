@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 
 #include <mpi.h>
 
@@ -20,6 +21,21 @@ int count_of(const char* op, size_t n) {
                      std::numeric_limits<int>::max(), n);
   return static_cast<int>(n);
 }
+
+// One MPI_Request; a collective still running when its handle dies is waited for.
+class MpiPending : public PendingCollective {
+ public:
+  MPI_Request request = MPI_REQUEST_NULL;
+  ~MpiPending() override { wait(); }
+  void wait() override {
+    if (request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);  // sets it to MPI_REQUEST_NULL
+  }
+  bool test() override {
+    int done = 1;
+    if (request != MPI_REQUEST_NULL) MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  }
+};
 
 class MpiCommunicator : public Communicator {
  public:
@@ -55,6 +71,21 @@ class MpiCommunicator : public Communicator {
                        in.size() * static_cast<size_t>(size_), out.size());
     const int n = count_of("allgather", in.size());
     MPI_Allgather(in.data(), n, MPI_FLOAT, out.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
+  }
+  std::unique_ptr<PendingCollective> iallreduce_sum(std::span<float> data) override {
+    auto p = std::make_unique<MpiPending>();
+    MPI_Iallreduce(MPI_IN_PLACE, data.data(), count_of("allreduce", data.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                   &p->request);
+    return p;
+  }
+  std::unique_ptr<PendingCollective> iallgather(std::span<const float> in, std::span<float> out) override {
+    if (out.size() != in.size() * static_cast<size_t>(size_))
+      fail<ValueError>("allgather", "expected an output of {} * {} = {} elements, got {}", size_, in.size(),
+                       in.size() * static_cast<size_t>(size_), out.size());
+    const int n = count_of("allgather", in.size());
+    auto p = std::make_unique<MpiPending>();
+    MPI_Iallgather(in.data(), n, MPI_FLOAT, out.data(), n, MPI_FLOAT, MPI_COMM_WORLD, &p->request);
+    return p;
   }
   std::vector<std::string> allgather_bytes(const std::string& bytes) override {
     const int n = count_of("allgather_bytes", bytes.size());

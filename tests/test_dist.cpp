@@ -148,3 +148,56 @@ TEST(Dist, RejectsOtherDtypesAndTinyBuckets) {
   expect_error<ValueError>([&] { GradientReducer(one, {Tensor::zeros({2})}, {.bucket_bytes = 3}); },
                            {"bucket_bytes"});
 }
+
+namespace {
+// loss = Σ w1·a + Σ w2·b + Σ w3·c over leaves of 3, 5 and 7 elements: the
+// engine finishes w3 first, so the buckets holding only w3 can start at once.
+struct ThreeLeafModel {
+  std::vector<Tensor> ps{Tensor::zeros({3}).requires_grad_(), Tensor::zeros({5}).requires_grad_(),
+                         Tensor::zeros({7}).requires_grad_()};
+  Tensor loss(double k) const {
+    Tensor total;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const Tensor c = iota({ps[i].numel()}, DType::f32) * k + static_cast<double>(i);
+      total = total.defined() ? total + sum(ps[i] * c) : sum(ps[i] * c);
+    }
+    return total;
+  }
+};
+}  // namespace
+
+TEST(Dist, OverlapStartsBucketsDuringBackwardWithTheBlockingResult) {
+  for (ReduceOrder order : {ReduceOrder::native, ReduceOrder::fixed}) {
+    ThreeLeafModel blocking_model, overlap_model;
+    ThreeSameRanks c1, c2;
+    GradientReducer blocking(c1, blocking_model.ps, {.bucket_bytes = 16, .order = order, .overlap = false});
+    GradientReducer overlap(c2, overlap_model.ps, {.bucket_bytes = 16, .order = order});
+    blocking_model.loss(0.5).backward();
+    EXPECT_EQ(c1.calls, 0);
+    overlap_model.loss(0.5).backward();
+    // Buckets [8, 12) and [12, 15) hold only w3, which is final first; the others wait for w1 and w2.
+    EXPECT_EQ(overlap.overlapped(), 4) << "every bucket is ready before backward ends";
+    EXPECT_EQ(c2.calls, 4);
+    blocking.allreduce(ReduceOp::mean);
+    overlap.allreduce(ReduceOp::mean);
+    EXPECT_EQ(c2.calls, 4);  // nothing left to start
+    EXPECT_EQ(flat_grads(overlap_model.ps), flat_grads(blocking_model.ps));
+  }
+}
+
+TEST(Dist, OverlapWithUnreachedParametersAndASkippedStep) {
+  ThreeLeafModel m, ref;
+  ThreeSameRanks comm, ref_comm;
+  GradientReducer reducer(comm, m.ps, {.bucket_bytes = 16});
+  GradientReducer blocking(ref_comm, ref.ps, {.bucket_bytes = 16, .overlap = false});
+  (sum(m.ps[2] * 2.0)).backward();  // only w3: its two buckets start, then the step is skipped (no allreduce)
+  EXPECT_EQ(reducer.overlapped(), 2);
+  for (Tensor& p : m.ps) p.zero_grad();
+  m.loss(1.0).backward();  // the next backward drops the skipped step's sums and starts afresh
+  sum(m.ps[0] * 1.0).backward();  // w1 again: its .grad changed after it was final once, so this starts afresh too
+  reducer.allreduce(ReduceOp::sum);
+  ref.loss(1.0).backward();
+  sum(ref.ps[0] * 1.0).backward();
+  blocking.allreduce(ReduceOp::sum);
+  EXPECT_EQ(flat_grads(m.ps), flat_grads(ref.ps));
+}

@@ -117,6 +117,13 @@ TEST_F(DistMpi, CollectivesAcrossTwoProcesses) {
   EXPECT_TRUE(contains(r.out, "dist_check: ok")) << r.out << r.err;
 }
 
+TEST_F(DistMpi, OverlappedReductionEqualsTheBlockingOneBitForBit) {
+  const auto r = mpirun(2, "dist_check", {"overlap"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "dist_check: ok")) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "native order")) << r.out;
+}
+
 // 2 ranks x batch 4 train on exactly the rows 1 rank x batch 8 does; the
 // sums differ only in order, so the losses agree to float32 rounding.
 TEST_F(DistMpi, TwoRanksMatchOneProcessWithTheGlobalBatch) {

@@ -4,8 +4,10 @@
 #include <pthread.h>
 
 #include <cmath>
+#include <map>
 
 #include <attograd/autograd/ops.h>
+#include <attograd/autograd/trace.h>
 #include "test_util.h"
 
 using namespace attograd;
@@ -460,4 +462,80 @@ TEST(CachingAllocator, CacheStaysBoundedWhenSizesKeepChanging) {
   a->deallocate(p, 4096);
   EXPECT_EQ(a->allocate(4096), p);  // reuse still works
   a->deallocate(p, 4096);
+}
+
+// ---- post-accumulate-grad hooks ----------------------------------------------
+
+namespace {
+// y = sum(w3 * (w2 * (w1 * x))) with x, w1..w3 [3] leaves; w2 read twice.
+struct Chain {
+  Tensor x = randn({3}, 1);
+  Tensor w1 = randn_leaf({3}, 2), w2 = randn_leaf({3}, 3), w3 = randn_leaf({3}, 4), unused = randn_leaf({3}, 5);
+  Tensor loss() const { return sum(w3 * (w2 * (w2 * (w1 * x)))); }
+};
+}  // namespace
+
+TEST(PostAccumulateGradHook, OncePerLeafPerBackwardWithTheFinalGradInEngineOrder) {
+  Chain c;
+  std::vector<std::string> calls;
+  std::map<std::string, std::vector<double>> seen;
+  std::vector<GradHookHandle> handles;
+  for (auto [t, name] : {std::pair{c.w1, "w1"}, {c.w2, "w2"}, {c.w3, "w3"}, {c.unused, "unused"}})
+    handles.push_back(register_post_accumulate_grad_hook(t, [&calls, &seen, name = std::string(name)](const Tensor& leaf) {
+      calls.push_back(name);
+      seen[name] = leaf.grad().to_vector<double>();
+    }));
+  std::vector<std::string> engine_order;
+  {
+    BackwardTrace trace({.names = {{c.w1.id(), "w1"}, {c.w2.id(), "w2"}, {c.w3.id(), "w3"}}});
+    c.loss().backward();
+    for (const TraceRow& r : trace.rows())
+      if (r.op == "AccumulateGrad") engine_order.push_back(r.name);
+  }
+  // Each leaf once, in the order the engine finished them; `unused` is not reached.
+  EXPECT_EQ(calls, engine_order);
+  EXPECT_EQ(calls.size(), 3u);
+  EXPECT_EQ(seen["w2"], c.w2.grad().to_vector<double>());  // the sum of both uses, not the first one
+  EXPECT_EQ(seen["w1"], c.w1.grad().to_vector<double>());
+  EXPECT_EQ(seen["w3"], c.w3.grad().to_vector<double>());
+  c.loss().backward();  // another backward: one more call each
+  EXPECT_EQ(calls.size(), 6u);
+  EXPECT_EQ(seen["w2"], c.w2.grad().to_vector<double>());  // after accumulating into the first backward's .grad
+}
+
+TEST(PostAccumulateGradHook, NotCalledByGradNorForLeavesNoGradientReaches) {
+  Chain c;
+  int calls = 0;
+  auto h1 = register_post_accumulate_grad_hook(c.w1, [&](const Tensor&) { ++calls; });
+  auto h2 = register_post_accumulate_grad_hook(c.w3, [&](const Tensor&) { ++calls; });
+  grad({c.loss()}, {c.w1, c.w3});  // grad() leaves .grad alone, so no .grad becomes final
+  EXPECT_EQ(calls, 0);
+  sum(c.w2 * 2.0).backward();  // reaches w2 only
+  EXPECT_EQ(calls, 0);
+  {
+    NoGradGuard no_grad;
+    Tensor y = c.w1 * 2.0;  // not recorded: nothing to walk
+    EXPECT_FALSE(y.requires_grad());
+  }
+  EXPECT_EQ(calls, 0);
+  sum(c.w1 * 2.0).backward();
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(PostAccumulateGradHook, HandleRemovesAndChecksTheLeaf) {
+  Chain c;
+  int calls = 0;
+  {
+    GradHookHandle h = register_post_accumulate_grad_hook(c.w1, [&](const Tensor&) { ++calls; });
+    GradHookHandle moved = std::move(h);
+    h.remove();  // the moved-from handle owns nothing
+    sum(c.w1).backward();
+    EXPECT_EQ(calls, 1);
+  }
+  sum(c.w1).backward();  // the handle died: the hook is gone
+  EXPECT_EQ(calls, 1);
+  expect_error<AutogradError>([&] { (void)register_post_accumulate_grad_hook(c.w1 * 2.0, [](const Tensor&) {}); },
+                              {"register_post_accumulate_grad_hook", "expected a leaf", "mul"});
+  expect_error<AutogradError>([&] { (void)register_post_accumulate_grad_hook(c.x, [](const Tensor&) {}); },
+                              {"register_post_accumulate_grad_hook", "does not require grad"});
 }

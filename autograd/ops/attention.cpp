@@ -207,21 +207,26 @@ void apply_keep(T* out, const T* p, const bool* keep, int64_t n, T scale) {
   for (int64_t i = 0; i < n; ++i) out[i] = keep[i] ? p[i] * scale : T(0);
 }
 
-// What the fused op's backward keeps (see the top of the file for the choice).
+// What the fused op's backward keeps besides its saved tensors (see the top
+// of the file for the choice; record() holds the tensors, see Buffers).
 struct Saved {
   Dims d;
   double scale = 1, keep_scale = 1;
-  Tensor P;          // [B, H, T, S] softmax probabilities
-  Tensor keep;       // [B, H, T, S] b8 dropout keep-mask (undefined without dropout)
-  Tensor q, k, v;    // [B, H, ·, ·] GEMM-addressable, each only when a gradient reads it
-  Shape mask_shape;  // the float attn_mask's shape, when it requires grad
-  Tensor inputs[4];  // q, k, v and the learned mask as given (for the composite twin)
-  AttentionOptions opts;         // without generator and need_weights
+  bool mask_learns = false;  // a float attn_mask that requires grad: input 3
+  Shape mask_shape;          // its shape, when it learns
+  AttentionOptions opts;         // without generator, need_weights and the masks (those are saved tensors)
   Generator::State gen_state{};  // before the dropout draws
 };
 
+// The saved tensors the backward kernel reads.
+struct Buffers {
+  const Tensor& P;        // [B, H, T, S] softmax probabilities
+  const Tensor& keep;     // [B, H, T, S] b8 dropout keep-mask (undefined without dropout)
+  const Tensor &q, &k, &v;  // [B, H, ·, ·] GEMM-addressable, each only when a gradient reads it
+};
+
 template <class T>
-void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx);
+void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx);
 
 template <class T>
 AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
@@ -286,24 +291,33 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
   sv.d = d;
   sv.scale = scale_of(o, d);
   sv.keep_scale = keep_scale;
-  sv.P = P;
-  sv.keep = keep;
   const bool need_dp = q.requires_grad() || k.requires_grad() || mask_learns;
-  if (k.requires_grad()) sv.q = Q.owner.detach();  // dK reads Q
-  if (q.requires_grad()) sv.k = K.owner.detach();  // dQ reads K
-  if (need_dp) sv.v = V.owner.detach();            // dP reads V
+  sv.mask_learns = mask_learns;
   if (mask_learns) sv.mask_shape = o.attn_mask.shape();
-  sv.inputs[0] = q.detach();
-  sv.inputs[1] = k.detach();
-  sv.inputs[2] = v.detach();
-  if (mask_learns) sv.inputs[3] = o.attn_mask.detach();
   sv.opts = o;
   sv.opts.generator = nullptr;
   sv.opts.need_weights = false;
+  sv.opts.attn_mask = Tensor();
+  sv.opts.key_padding_mask = Tensor();
   sv.gen_state = gen_state;
 
+  // q, k, v: the GEMM operands (dK reads Q, dQ reads K, dP reads V); *_in and
+  // the masks: the inputs as given, handles for the composite twin.
   res.out = record(kFused, out, {q, k, v, mask_learns ? o.attn_mask : Tensor()},
-                   [sv = std::move(sv)](const Tensor& grad, Grads& dx) {
+                   {{"P", P},
+                    {"keep", keep},
+                    {"q", k.requires_grad() ? Q.owner.detach() : Tensor()},
+                    {"k", q.requires_grad() ? K.owner.detach() : Tensor()},
+                    {"v", need_dp ? V.owner.detach() : Tensor()},
+                    {"q_in", q.detach()},
+                    {"k_in", k.detach()},
+                    {"v_in", v.detach()},
+                    {"attn_mask", o.attn_mask.defined() ? o.attn_mask.detach() : Tensor()},
+                    {"key_padding_mask", o.key_padding_mask}},
+                   [sv = std::move(sv)](const Tensor& grad, Grads& dx, const Tensor& P_, const Tensor& keep_,
+                                        const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& q_in,
+                                        const Tensor& k_in, const Tensor& v_in, const Tensor& attn_mask,
+                                        const Tensor& key_padding_mask) {
     // Forward, per head:  S = scale · Q Kᵀ + M;  P = softmax(S) row-wise;  O = P V.
     //
     //   O = P V             =>  dV = Pᵀ dO,   dP = dO Vᵀ
@@ -327,10 +341,12 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
     // empty softmax sum (no NaN). Only a float mask that requires grad receives
     // dM = dS, which is 0 at its -∞ entries for the same reason.
     if (dx.create_graph()) {
-      const Tensor* in = sv.inputs;
-      twin_backward(dx, grad, {dx.input(0, in[0]), dx.input(1, in[1]), dx.input(2, in[2]), dx.input(3, in[3])},
-                    [&sv](const std::vector<Tensor>& x) {
+      const Tensor mask_in = sv.mask_learns ? attn_mask : Tensor();
+      twin_backward(dx, grad, {dx.input(0, q_in), dx.input(1, k_in), dx.input(2, v_in), dx.input(3, mask_in)},
+                    [&](const std::vector<Tensor>& x) {
                       AttentionOptions twin = sv.opts;
+                      twin.attn_mask = attn_mask;
+                      twin.key_padding_mask = key_padding_mask;
                       Generator gen;
                       gen.set_state(sv.gen_state);
                       if (twin.dropout_p > 0) twin.generator = &gen;
@@ -339,23 +355,23 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
                     });
       return;
     }
-    attention_backward<T>(sv, grad, dx);
+    attention_backward<T>(sv, {P_, keep_, q_, k_, v_}, grad, dx);
   });
   return res;
 }
 
 // The backward kernel, per head (see the derivation in fused_attention).
 template <class T>
-void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx) {
+void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx) {
   const auto [B, H, T_, S, D, Dv, G] = sv.d;
   const int64_t TS = T_ * S, R = H / G;
   const T scale = static_cast<T>(sv.scale), keep_scale = static_cast<T>(sv.keep_scale);
-  const bool dropping = sv.keep.defined(), need_dp = dx.needs(0) || dx.needs(1) || dx.needs(3);
+  const bool dropping = buf.keep.defined(), need_dp = dx.needs(0) || dx.needs(1) || dx.needs(3);
   const HeadMatrices<T> dO = head_matrices<T>(grad);  // dO [T, Dv] per head
   HeadMatrices<T> Q, K, V;
-  if (sv.q.defined()) Q = head_matrices<T>(sv.q);
-  if (sv.k.defined()) K = head_matrices<T>(sv.k);
-  if (sv.v.defined()) V = head_matrices<T>(sv.v);
+  if (buf.q.defined()) Q = head_matrices<T>(buf.q);
+  if (buf.k.defined()) K = head_matrices<T>(buf.k);
+  if (buf.v.defined()) V = head_matrices<T>(buf.v);
   const DType dt = grad.dtype();
   Tensor dq = dx.needs(0) ? Tensor::empty({B, H, T_, D}, dt) : Tensor();
   Tensor dk = dx.needs(1) ? Tensor::empty({B, G, S, D}, dt) : Tensor();
@@ -372,8 +388,8 @@ void attention_backward(const Saved& sv, const Tensor& grad, Grads& dx) {
     for (int64_t bh = first * R; bh < last * R; ++bh) {  // the heads of groups [first, last)
       const int64_t b = bh / H, h = bh % H, g = h / R, bg = bh / R;
       const T acc = h % R == 0 ? T(0) : T(1);  // the group's first head writes dK, dV; the others add
-      const T* p = sv.P.data<T>() + bh * TS;
-      const bool* z = dropping ? sv.keep.data<bool>() + bh * TS : nullptr;
+      const T* p = buf.P.data<T>() + bh * TS;
+      const bool* z = dropping ? buf.keep.data<bool>() + bh * TS : nullptr;
       if (dx.needs(2)) {
         const T* mix = p;
         if (dropping) {

@@ -18,9 +18,9 @@ Tensor masked_scale(const Tensor& x, const Tensor& keep, double scale) {
     const T s = static_cast<T>(scale);
     return zip<T>("dropout", x, keep, [s](T v, bool k) { return k ? v * s : T(0); });
   });
-  return record("dropout", out, {x}, [keep, scale](const Tensor& grad, Grads& dx) {
+  return record("dropout", out, {x}, {{"keep", keep}}, [scale](const Tensor& grad, Grads& dx, const Tensor& keep_) {
     // out = keep ? x · scale : 0  =>  dx = keep ? grad · scale : 0
-    dx[0] += masked_scale(grad, keep, scale);
+    dx[0] += masked_scale(grad, keep_, scale);
   });
 }
 }  // namespace

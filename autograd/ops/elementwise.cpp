@@ -133,8 +133,10 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = zip_float("mul", a, b, [](auto x, auto y) { return x * y; });
   if (!any_requires_grad({a, b})) return out;
   // Save each operand only if the *other* one needs a gradient.
-  Tensor sa = b.requires_grad() ? a.detach() : Tensor(), sb = a.requires_grad() ? b.detach() : Tensor();
-  return record("mul", out, {a, b}, [sa, sb, shape_a = a.shape(), shape_b = b.shape()](const Tensor& grad, Grads& dx) {
+  return record("mul", out, {a, b},
+                {{"a", b.requires_grad() ? a.detach() : Tensor()}, {"b", a.requires_grad() ? b.detach() : Tensor()}},
+                [shape_a = a.shape(), shape_b = b.shape()](const Tensor& grad, Grads& dx, const Tensor& sa,
+                                                           const Tensor& sb) {
     // out = a * b  =>  da = grad * b,  db = grad * a
     if (dx.needs(0)) dx[0] += sum_to(mul(grad, dx.input(1, sb)), shape_a);
     if (dx.needs(1)) dx[1] += sum_to(mul(grad, dx.input(0, sa)), shape_b);
@@ -145,7 +147,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = zip_float("div", a, b, [](auto x, auto y) { return x / y; });
   if (!any_requires_grad({a, b})) return out;
-  return record("div", out, {a, b}, [b_ = b.detach(), y = out.detach(), sa = a.shape(), sb = b.shape()](const Tensor& grad, Grads& dx) {
+  return record("div", out, {a, b}, {{"b", b.detach()}, {"out", out.detach()}},
+                [sa = a.shape(), sb = b.shape()](const Tensor& grad, Grads& dx, const Tensor& b_, const Tensor& y) {
     // out = a / b  =>  da = grad / b,  db = -grad * a / b^2 = -grad * out / b
     const Tensor bb = dx.input(1, b_);
     if (dx.needs(0)) dx[0] += sum_to(div(grad, bb), sa);
@@ -157,7 +160,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = zip_float("pow", a, b, [](auto x, auto y) { return std::pow(x, y); });
   if (!any_requires_grad({a, b})) return out;
-  return record("pow", out, {a, b}, [a_ = a.detach(), b_ = b.detach(), y = out.detach()](const Tensor& grad, Grads& dx) {
+  return record("pow", out, {a, b}, {{"a", a.detach()}, {"b", b.detach()}, {"out", out.detach()}},
+                [](const Tensor& grad, Grads& dx, const Tensor& a_, const Tensor& b_, const Tensor& y) {
     // out = a^b  =>  da = grad * b * a^(b-1),  db = grad * out * log(a)
     if (dx.create_graph()) {
       const Tensor ag = dx.input(0, a_), bg = dx.input(1, b_), zero = scalar_like(0, a_);
@@ -180,7 +184,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 // pow: out = x ^ p (scalar exponent)
 Tensor pow(const Tensor& x, double p) {
   Tensor out = map_float("pow", x, [p](auto v) { return std::pow(v, static_cast<decltype(v)>(p)); });
-  return record("pow", out, {x}, [x_ = x.detach(), p](const Tensor& grad, Grads& dx) {
+  return record("pow", out, {x}, {{"x", x.detach()}}, [p](const Tensor& grad, Grads& dx, const Tensor& x_) {
     // out = x^p  =>  dx = grad * p * x^(p-1)
     if (p == 0) { dx[0] += Tensor::zeros(grad.shape(), grad.dtype()); return; }
     if (dx.create_graph()) { dx[0] += mul(grad, pow(dx.input(0, x_), p - 1) * p); return; }
@@ -202,7 +206,7 @@ Tensor neg(const Tensor& x) {
 // exp: out = e^x (saves out)
 Tensor exp(const Tensor& x) {
   Tensor out = map_float_vec("exp", x, [](auto v) { return std::exp(v); }, vec_exp);
-  return record("exp", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
+  return record("exp", out, {x}, {{"out", out.detach()}}, [](const Tensor& grad, Grads& dx, const Tensor& y) {
     // out = e^x  =>  dx = grad * out
     dx[0] += mul(grad, dx.output(y));
   });
@@ -211,7 +215,7 @@ Tensor exp(const Tensor& x) {
 // log: out = ln x
 Tensor log(const Tensor& x) {
   Tensor out = map_float("log", x, [](auto v) { return std::log(v); });
-  return record("log", out, {x}, [x_ = x.detach()](const Tensor& grad, Grads& dx) {
+  return record("log", out, {x}, {{"x", x.detach()}}, [](const Tensor& grad, Grads& dx, const Tensor& x_) {
     // out = ln x  =>  dx = grad / x
     dx[0] += div(grad, dx.input(0, x_));
   });
@@ -220,7 +224,7 @@ Tensor log(const Tensor& x) {
 // sqrt: out = √x (saves out)
 Tensor sqrt(const Tensor& x) {
   Tensor out = map_float("sqrt", x, [](auto v) { return std::sqrt(v); });
-  return record("sqrt", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
+  return record("sqrt", out, {x}, {{"out", out.detach()}}, [](const Tensor& grad, Grads& dx, const Tensor& y) {
     // out = √x  =>  dx = grad / (2 out)
     if (dx.create_graph()) { dx[0] += div(grad, dx.output(y) * 2.0); return; }
     dx[0] += zip_float("sqrt", grad, y, [](auto g, auto r) { return g / (2 * r); });
@@ -230,7 +234,7 @@ Tensor sqrt(const Tensor& x) {
 // abs: out = |x|
 Tensor abs(const Tensor& x) {
   Tensor out = map_float("abs", x, [](auto v) { return std::abs(v); });
-  return record("abs", out, {x}, [x_ = x.detach()](const Tensor& grad, Grads& dx) {
+  return record("abs", out, {x}, {{"x", x.detach()}}, [](const Tensor& grad, Grads& dx, const Tensor& x_) {
     // out = |x|  =>  dx = grad * sign(x)   (sign(0) = 0, as PyTorch)
     if (dx.create_graph()) {
       dx[0] += mul(grad, map_float("abs", x_, [](auto v) { return decltype(v)((v > 0) - (v < 0)); }));
@@ -243,7 +247,7 @@ Tensor abs(const Tensor& x) {
 // tanh: out = tanh x (saves out)
 Tensor tanh(const Tensor& x) {
   Tensor out = map_float_vec("tanh", x, [](auto v) { return std::tanh(v); }, vec_tanh);
-  return record("tanh", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
+  return record("tanh", out, {x}, {{"out", out.detach()}}, [](const Tensor& grad, Grads& dx, const Tensor& y) {
     // out = tanh x  =>  dx = grad * (1 - out^2)
     if (dx.create_graph()) { const Tensor t = dx.output(y); dx[0] += mul(grad, 1.0 - t * t); return; }
     dx[0] += zip_float("tanh", grad, y, [](auto g, auto t) { return g * (1 - t * t); });
@@ -261,7 +265,7 @@ Tensor sigmoid(const Tensor& x) {
     vec_exp(y, y, n);
     for (int64_t i = 0; i < n; ++i) y[i] = v[i] >= 0 ? 1.0f / (1.0f + y[i]) : y[i] / (1.0f + y[i]);
   });
-  return record("sigmoid", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
+  return record("sigmoid", out, {x}, {{"out", out.detach()}}, [](const Tensor& grad, Grads& dx, const Tensor& y) {
     // out = σ(x)  =>  dx = grad * out * (1 - out)
     if (dx.create_graph()) { const Tensor s = dx.output(y); dx[0] += mul(grad, s * (1.0 - s)); return; }
     dx[0] += zip_float("sigmoid", grad, y, [](auto g, auto s) { return g * s * (1 - s); });
@@ -271,7 +275,7 @@ Tensor sigmoid(const Tensor& x) {
 // relu: out = max(x, 0) (saves out)
 Tensor relu(const Tensor& x) {
   Tensor out = map_float("relu", x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
-  return record("relu", out, {x}, [y = out.detach()](const Tensor& grad, Grads& dx) {
+  return record("relu", out, {x}, {{"out", out.detach()}}, [](const Tensor& grad, Grads& dx, const Tensor& y) {
     // out = max(x, 0)  =>  dx = grad where out > 0, else 0
     if (dx.create_graph()) { dx[0] += mul(grad, map_float("relu", y, [](auto r) { return decltype(r)(r > 0); })); return; }
     dx[0] += zip_float("relu", grad, y, [](auto g, auto r) { return r > 0 ? g : decltype(g)(0); });
@@ -299,7 +303,7 @@ Tensor normal_cdf(const Tensor& x) {
     vec_erf(y, y, n);
     for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * (1.0f + y[i]);
   });
-  return record("normal_cdf", out, {x}, [x_ = x.detach()](const Tensor& grad, Grads& dx) {
+  return record("normal_cdf", out, {x}, {{"x", x.detach()}}, [](const Tensor& grad, Grads& dx, const Tensor& x_) {
     // out = Φ(x)  =>  dx = grad * φ(x)
     dx[0] += mul(grad, normal_pdf(dx.input(0, x_)));
   });
@@ -330,7 +334,7 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
     }
     for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * v[i] * (1.0f + y[i]);
   });
-  return record("gelu", out, {x}, [x_ = x.detach(), exact](const Tensor& grad, Grads& dx) {
+  return record("gelu", out, {x}, {{"x", x.detach()}}, [exact](const Tensor& grad, Grads& dx, const Tensor& x_) {
     // exact: d/dx [x Φ(x)] = Φ(x) + x φ(x),   φ(x) = e^(-x²/2) / √(2π)
     // tanh:  with u = √(2/π)(x + 0.044715x³), t = tanh u:
     //        d/dx = ½(1 + t) + ½ x (1 - t²) √(2/π) (1 + 3·0.044715 x²)
@@ -371,7 +375,7 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
     using T = decltype(v);
     return v < T(l) ? T(l) : (v > T(h) ? T(h) : v);
   });
-  return record("clamp", out, {x}, [x_ = x.detach(), l, h](const Tensor& grad, Grads& dx) {
+  return record("clamp", out, {x}, {{"x", x.detach()}}, [l, h](const Tensor& grad, Grads& dx, const Tensor& x_) {
     // out = clamp(x, lo, hi)  =>  dx = grad where lo <= x <= hi, else 0
     if (dx.create_graph()) {
       dx[0] += mul(grad, map_float("clamp", x_, [l, h](auto v) {
@@ -415,10 +419,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       return r;
     });
   }
-  return record("where", out, {a, b}, [c, sa = a.shape(), sb = b.shape()](const Tensor& grad, Grads& dx) {
+  return record("where", out, {a, b}, {{"cond", c}},
+                [sa = a.shape(), sb = b.shape()](const Tensor& grad, Grads& dx, const Tensor& cond_) {
     // out = cond ? a : b  =>  da = grad where cond,  db = grad where !cond
-    if (dx.needs(0)) dx[0] += sum_to(masked_fill(grad, logical_not(c), 0.0), sa);
-    if (dx.needs(1)) dx[1] += sum_to(masked_fill(grad, c, 0.0), sb);
+    if (dx.needs(0)) dx[0] += sum_to(masked_fill(grad, logical_not(cond_), 0.0), sa);
+    if (dx.needs(1)) dx[1] += sum_to(masked_fill(grad, cond_, 0.0), sb);
   });
 }
 
@@ -432,7 +437,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     const T v = static_cast<T>(value);
     return zip<T>("masked_fill", x, mask, exact<T, bool>([v](T a, bool m) { return m ? v : a; }));
   });
-  return record("masked_fill", out, {x}, [m = mask](const Tensor& grad, Grads& dx) {
+  return record("masked_fill", out, {x}, {{"mask", mask}}, [](const Tensor& grad, Grads& dx, const Tensor& m) {
     // out = mask ? value : x  =>  dx = grad where !mask, else 0 (a constant has no gradient)
     dx[0] += masked_fill(grad, m, 0.0);
   });

@@ -65,22 +65,25 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     T* po = out.data<T>();
     for_each_selected(x, dim, idx, [&](int64_t k, int64_t o) { po[k] = px[o]; });
   });
-  return record("index_select", out, {x}, [idx, dim, sx = x.shape()](const Tensor& grad, Grads& dx) {
+  return record("index_select", out, {x}, {{"index", Tensor::from_vector(idx, {static_cast<int64_t>(idx.size())})}},
+                [dim, sx = x.shape()](const Tensor& grad, Grads& dx, const Tensor& index_) {
     // out = x[..., index, ...] along dim  =>  dx[..., index[j], ...] += grad[..., j, ...]
+    const std::vector<int64_t> at = index_.to_vector<int64_t>();
     Tensor acc = Tensor::zeros(sx, grad.dtype());  // x's shape
     const Tensor g = grad.contiguous();
     dispatch_float(grad.dtype(), "index_select", [&]<class T>() {
       const T* pg = g.data<T>();
       T* pa = storage_base<T>(acc);
-      for_each_selected(acc, dim, idx, [&](int64_t k, int64_t o) { pa[o] += pg[k]; });
+      for_each_selected(acc, dim, at, [&](int64_t k, int64_t o) { pa[o] += pg[k]; });
     });
     if (!dx.create_graph()) {
       dx[0] += acc;
       return;
     }
-    dx[0] += record("index_select_backward", acc, {grad}, [idx, dim](const Tensor& gg, Grads& d) {
+    dx[0] += record("index_select_backward", acc, {grad}, {{"index", index_}},
+                    [dim](const Tensor& gg, Grads& d, const Tensor& at_) {
       // out = grad scatter-added at index  =>  dgrad = gg[..., index, ...]
-      d[0] += index_select(gg, dim, Tensor::from_vector(idx, {static_cast<int64_t>(idx.size())}));
+      d[0] += index_select(gg, dim, at_);
     });
   });
 }
@@ -112,28 +115,30 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<int64_t>
     T* po = out.data<T>();
     for_each_selected(weight, 0, idx, [&](int64_t k, int64_t o) { po[k] = pw[o]; });
   });
-  return record("embedding", out, {weight}, [idx, padding_idx, V, E](const Tensor& grad, Grads& dx) {
+  return record("embedding", out, {weight}, {{"ids", Tensor::from_vector(idx, {static_cast<int64_t>(idx.size())})}},
+                [padding_idx, V, E](const Tensor& grad, Grads& dx, const Tensor& ids_) {
     // out[p] = weight[ids[p]]  =>  dweight[ids[p]] += grad[p], except the padding_idx row
+    const std::vector<int64_t> at = ids_.to_vector<int64_t>();
     Tensor dw = Tensor::zeros({V, E}, grad.dtype());  // [V, E]
     const Tensor g = grad.contiguous();               // [N, E]
     dispatch_float(grad.dtype(), "embedding", [&]<class T>() {
       const T* pg = g.data<T>();
       T* pd = dw.data<T>();
-      for (size_t p = 0; p < idx.size(); ++p) {
-        if (idx[p] == padding_idx) continue;
-        for (int64_t e = 0; e < E; ++e) pd[idx[p] * E + e] += pg[static_cast<int64_t>(p) * E + e];
+      for (size_t p = 0; p < at.size(); ++p) {
+        if (at[p] == padding_idx) continue;
+        for (int64_t e = 0; e < E; ++e) pd[at[p] * E + e] += pg[static_cast<int64_t>(p) * E + e];
       }
     });
     if (!dx.create_graph()) {
       dx[0] += dw;
       return;
     }
-    dx[0] += record("embedding_backward", dw, {grad}, [ids_ = Tensor::from_vector(idx, {static_cast<int64_t>(idx.size())}),
-                                                   padding_idx, gshape = grad.shape()](const Tensor& gg, Grads& d) {
+    dx[0] += record("embedding_backward", dw, {grad}, {{"ids", ids_}},
+                    [padding_idx, gshape = grad.shape()](const Tensor& gg, Grads& d, const Tensor& at_) {
       // out[ids[p]] += grad[p] (not the padding_idx row)  =>  dgrad[p] = gg[ids[p]], 0 where ids[p] is padding_idx
-      Tensor rows = embedding(gg, ids_);  // [N, E]
+      Tensor rows = embedding(gg, at_);  // [N, E]
       if (padding_idx)
-        rows = masked_fill(rows, eq(ids_, Tensor::scalar(static_cast<double>(*padding_idx), DType::i64)).unsqueeze(1), 0.0);
+        rows = masked_fill(rows, eq(at_, Tensor::scalar(static_cast<double>(*padding_idx), DType::i64)).unsqueeze(1), 0.0);
       d[0] += rows.reshape(gshape);
     });
   });
@@ -168,7 +173,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
         },
         Strided{xst, x.offset()}, Strided{index.strides(), index.offset()});
   });
-  return record("gather", out, {x}, [index_ = index.detach(), dim, sx = x.shape()](const Tensor& grad, Grads& dx) {
+  return record("gather", out, {x}, {{"index", index.detach()}},
+                [dim, sx = x.shape()](const Tensor& grad, Grads& dx, const Tensor& index_) {
     // out[p] = x[p with p[dim] = index[p]]  =>  dx[p with p[dim] = index[p]] += grad[p]
     Tensor acc = Tensor::zeros(sx, grad.dtype());  // x's shape, contiguous
     Shape acc_st = acc.strides();
@@ -182,9 +188,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
           index_.shape(), [&](int64_t oa, int64_t oi, int64_t og) { pa[oa + pi[oi] * acc_step] += pg[og]; },
           Strided{acc_st, 0}, Strided{index_.strides(), index_.offset()}, Strided{grad.strides(), grad.offset()});
     });
-    dx[0] += record("gather_backward", acc, {grad}, [index_, dim](const Tensor& gg, Grads& d) {
+    dx[0] += record("gather_backward", acc, {grad}, {{"index", index_}},
+                    [dim](const Tensor& gg, Grads& d, const Tensor& at_) {
       // out[p with p[dim] = index[p]] += grad[p]  =>  dgrad = gather(gg, dim, index)
-      d[0] += gather(gg, dim, index_);
+      d[0] += gather(gg, dim, at_);
     });
   });
 }

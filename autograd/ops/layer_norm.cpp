@@ -141,27 +141,29 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                        data_or_null<T>(bc), r, eps);
   });
   if (!any_requires_grad({x, weight, bias})) return out;
-  return record(op, out, {x, weight, bias}, [xc, wc, bc, mean, rstd, r, eps, ns = normalized_shape](const Tensor& grad, Grads& dx) {
+  return record(op, out, {x, weight, bias}, {{"x", xc}, {"weight", wc}, {"bias", bc}, {"mean", mean}, {"rstd", rstd}},
+                [r, eps, ns = normalized_shape](const Tensor& grad, Grads& dx, const Tensor& x_, const Tensor& w_,
+                                                const Tensor& b_, const Tensor& mean_, const Tensor& rstd_) {
     // Per row, with x̂ = (x − μ)·r, r = 1/√(σ² + eps), σ² = mean((x − μ)²), y = x̂ ⊙ w + b:
     //   ∂x̂_j/∂x_k = r·(δ_jk − 1/E − x̂_j x̂_k / E)     (∂r/∂x_k = −r³ (x_k − μ) / E)
     //   dx̂ = grad ⊙ w
     //   dx = Σ_j dx̂_j ∂x̂_j/∂x = r · (dx̂ − mean(dx̂) − x̂ ⊙ mean(dx̂ ⊙ x̂))
     //   dw = Σ_rows grad ⊙ x̂,   db = Σ_rows grad
     if (dx.create_graph()) {
-      twin_backward(dx, grad, {dx.input(0, xc), dx.input(1, wc), dx.input(2, bc)},
+      twin_backward(dx, grad, {dx.input(0, x_), dx.input(1, w_), dx.input(2, b_)},
                     [&](const std::vector<Tensor>& in) { return layer_norm_composite(in[0], ns, in[1], in[2], eps); });
       return;
     }
     const Tensor g = grad.contiguous();
-    Tensor d = dx.needs(0) ? Tensor::empty(xc.shape(), xc.dtype()) : Tensor();
+    Tensor d = dx.needs(0) ? Tensor::empty(x_.shape(), x_.dtype()) : Tensor();
     std::vector<double> dw(dx.needs(1) ? r.e : 0), db(dx.needs(2) ? r.e : 0);
-    dispatch_float(xc.dtype(), "layer_norm", [&]<class T>() {
+    dispatch_float(x_.dtype(), "layer_norm", [&]<class T>() {
       layer_norm_backward_rows<T>(data_or_null<T>(d), dw.empty() ? nullptr : dw.data(), db.empty() ? nullptr : db.data(),
-                                  g.data<T>(), xc.data<T>(), mean.data<T>(), rstd.data<T>(), data_or_null<T>(wc), r);
+                                  g.data<T>(), x_.data<T>(), mean_.data<T>(), rstd_.data<T>(), data_or_null<T>(w_), r);
     });
     if (dx.needs(0)) dx[0] += d;
-    if (dx.needs(1)) dx[1] += Tensor::from_vector(dw, ns, xc.dtype());
-    if (dx.needs(2)) dx[2] += Tensor::from_vector(db, ns, xc.dtype());
+    if (dx.needs(1)) dx[1] += Tensor::from_vector(dw, ns, x_.dtype());
+    if (dx.needs(2)) dx[2] += Tensor::from_vector(db, ns, x_.dtype());
   });
 }
 

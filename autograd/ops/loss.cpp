@@ -143,18 +143,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
   });
   Tensor out = reduce_rows(loss, opt.reduction, n_valid, r, logits.dtype());
   if (!any_requires_grad({logits})) return out;
-  return record(op, out, {logits}, [x, lse, t, r, opt, n_valid, shape = logits.shape()](const Tensor& grad, Grads& dx) {
+  return record(op, out, {logits}, {{"logits", x}, {"lse", lse}, {"targets", t}},
+                [r, opt, n_valid, shape = logits.shape()](const Tensor& grad, Grads& dx, const Tensor& x_,
+                                                          const Tensor& lse_, const Tensor& t_) {
     // out = Σ_i w_i [(1 − ε)(lse_i − x_i,t) + ε(lse_i − mean_v x_iv)],  ∂lse_i/∂x_iv = p_iv
     //   =>  dx_iv = g_i (p_iv − (1 − ε)[v = t_i] − ε / V)
     if (dx.create_graph()) {
-      twin_backward(dx, grad, {dx.input(0, x)},
-                    [&](const std::vector<Tensor>& in) { return cross_entropy_composite(in[0], t, opt); });
+      twin_backward(dx, grad, {dx.input(0, x_)},
+                    [&](const std::vector<Tensor>& in) { return cross_entropy_composite(in[0], t_, opt); });
       return;
     }
     const std::vector<double> g = row_grads(grad, opt.reduction, r.n, n_valid);
-    Tensor d = Tensor::empty(shape, x.dtype());
-    dispatch_float(x.dtype(), "cross_entropy", [&]<class T>() {
-      cross_entropy_backward_rows<T>(d.data<T>(), x.data<T>(), lse.data<T>(), t.data<int64_t>(), g.data(), r,
+    Tensor d = Tensor::empty(shape, x_.dtype());
+    dispatch_float(x_.dtype(), "cross_entropy", [&]<class T>() {
+      cross_entropy_backward_rows<T>(d.data<T>(), x_.data<T>(), lse_.data<T>(), t_.data<int64_t>(), g.data(), r,
                                      opt.ignore_index, opt.label_smoothing);
     });
     dx[0] += d;
@@ -203,13 +205,15 @@ Tensor nll_loss(const Tensor& logp, const Tensor& targets, const NllLossOptions&
   });
   Tensor out = reduce_rows(loss, opt.reduction, n_valid, r, logp.dtype());
   if (!any_requires_grad({logp})) return out;
-  return record(op, out, {logp}, [t, r, opt, n_valid, shape = logp.shape(), dtype = logp.dtype()](const Tensor& grad, Grads& dx) {
+  return record(op, out, {logp}, {{"targets", t}},
+                [r, opt, n_valid, shape = logp.shape(), dtype = logp.dtype()](const Tensor& grad, Grads& dx,
+                                                                              const Tensor& t_) {
     // out = Σ_i w_i (−logp_i,t_i)  =>  dlogp_iv = −g_i [v = t_i]
     auto scatter = [&](const std::vector<double>& g) {  // d [N, V]: −g_i at [i, t_i] of the valid rows
       Tensor d = Tensor::zeros({r.n, r.v}, dtype);
       dispatch_float(dtype, "nll_loss", [&]<class T>() {
         T* pd = d.data<T>();
-        const int64_t* ti = t.data<int64_t>();
+        const int64_t* ti = t_.data<int64_t>();
         for (int64_t i = 0; i < r.n; ++i)
           if (ti[i] != opt.ignore_index) pd[i * r.v + ti[i]] = static_cast<T>(-g[i]);
       });
@@ -250,7 +254,8 @@ Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction red) {
     out = Tensor::scalar(red == Reduction::mean ? total / n : total, a.dtype());
   });
   if (!any_requires_grad({a, b})) return out;
-  return record(op, out, {a, b}, [diff, a_ = a.detach(), b_ = b.detach(), red, n](const Tensor& grad, Grads& dx) {
+  return record(op, out, {a, b}, {{"diff", diff}, {"a", a.detach()}, {"b", b.detach()}},
+                [red, n](const Tensor& grad, Grads& dx, const Tensor& diff_, const Tensor& a_, const Tensor& b_) {
     // out = Σ (a − b)² / n  =>  da = 2 (a − b) · grad / n,  db = −da   (n = 1 for sum; none: no sum)
     if (dx.create_graph()) {
       const Tensor da = (dx.input(0, a_) - dx.input(1, b_)) * grad * (2.0 / (red == Reduction::mean ? n : 1.0));
@@ -258,10 +263,10 @@ Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction red) {
       if (dx.needs(0)) dx[0] += da;
       return;
     }
-    Tensor da = dispatch_float(diff.dtype(), "mse_loss", [&]<class T>() {
-      if (red == Reduction::none) return zip<T>("mse_loss", diff, grad, [](T d, T g) { return 2 * d * g; });
+    Tensor da = dispatch_float(diff_.dtype(), "mse_loss", [&]<class T>() {
+      if (red == Reduction::none) return zip<T>("mse_loss", diff_, grad, [](T d, T g) { return 2 * d * g; });
       const T s = static_cast<T>(2 * grad.item() / (red == Reduction::mean ? n : 1.0));
-      return map<T>(diff, [s](T d) { return s * d; });
+      return map<T>(diff_, [s](T d) { return s * d; });
     });
     if (dx.needs(1)) dx[1] += neg(da);
     if (dx.needs(0)) dx[0] += da;

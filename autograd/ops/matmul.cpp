@@ -224,9 +224,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const Tensor out = with_shape(product(a2, false, b2, false, batch, full), out_shape);
   if (!any_requires_grad({a, b})) return out;
   return record("matmul", out, {a, b},
-                [a_ = b.requires_grad() ? a2 : Tensor(), b_ = a.requires_grad() ? b2 : Tensor(), sa2 = a2.shape(),
-                 sb2 = b2.shape(), sa = a.shape(), sb = b.shape(), batch, full, a_vec,
-                 b_vec](const Tensor& grad, Grads& dx) {
+                {{"a", b.requires_grad() ? a2 : Tensor()}, {"b", a.requires_grad() ? b2 : Tensor()}},
+                [sa2 = a2.shape(), sb2 = b2.shape(), sa = a.shape(), sb = b.shape(), batch, full, a_vec,
+                 b_vec](const Tensor& grad, Grads& dx, const Tensor& a_, const Tensor& b_) {
                   // out = a @ b  =>  da = grad @ bᵀ,  db = aᵀ @ grad
                   // each summed over the batch dims its operand was broadcast along (see product()).
                   if (dx.create_graph()) {
@@ -304,8 +304,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   run_product(x2, false, w2, true, {}, out2, bias.defined() ? 1.0 : 0.0);
   if (!any_requires_grad({x, w, bias})) return out;
   return record("linear", out, {x, w, bias},
-                [x_ = w.requires_grad() ? x2 : Tensor(), w_ = x.requires_grad() ? w2 : Tensor(), sx = x.shape(),
-                 sw = w.shape(), O](const Tensor& grad, Grads& dx) {
+                {{"x", w.requires_grad() ? x2 : Tensor()}, {"w", x.requires_grad() ? w2 : Tensor()}},
+                [sx = x.shape(), sw = w.shape(), O](const Tensor& grad, Grads& dx, const Tensor& x_, const Tensor& w_) {
                   // out = x @ wᵀ + b  =>  dx = grad @ w,  dw = gradᵀ @ x,  db = Σ_rows grad
                   if (dx.create_graph()) {
                     if (dx.needs(0)) dx[0] += matmul(grad, dx.input(1, w_));

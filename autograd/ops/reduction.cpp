@@ -163,7 +163,7 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
     }
   });
   if (!any_requires_grad({x})) return out;
-  return record("var", out, {x}, [p, x_ = x.detach(), denom](const Tensor& grad, Grads& dx) {
+  return record("var", out, {x}, {{"x", x.detach()}}, [p, denom](const Tensor& grad, Grads& dx, const Tensor& x_) {
     // out = Σ (x - x̄)² / (N - c)  =>  dx = grad · 2 (x - x̄) / (N - c)
     // (the x̄ term's own derivative sums to zero: Σ (x - x̄) = 0)
     std::vector<int64_t> rdims;
@@ -199,7 +199,8 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
     }
   });
   if (any_requires_grad({x})) {
-    values = record("max", values, {x}, [p, indices, sx = x.shape()](const Tensor& grad, Grads& dx) {
+    values = record("max", values, {x}, {{"indices", indices}},
+                    [p, sx = x.shape()](const Tensor& grad, Grads& dx, const Tensor& indices_) {
       // out = x[idx] along dim  =>  dx = grad scattered to idx, zero elsewhere
       if (sx.empty()) {  // a 0-d x is its own maximum (no dim to scatter along)
         dx[0] += grad;
@@ -210,7 +211,7 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
         Tensor full = Tensor::zeros(sx, g.dtype());
         dispatch_float(g.dtype(), "max", [&]<class T>() {
           const T* pg = g.data<T>();
-          const int64_t* pi = indices.data<int64_t>();
+          const int64_t* pi = indices_.data<int64_t>();
           const Tensor perm = permute(full, p.order);  // a view: [kept..., dim]
           T* base = full.data<T>();
           int64_t o = 0;
@@ -236,12 +237,13 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
 // max (full): out = max over every element
 Tensor max(const Tensor& x) {
   if (x.numel() == 0) fail<ShapeError>("max", "cannot reduce an empty tensor {}", shape_str(x.shape()));
-  Tensor out, x_ = x.detach();
+  Tensor out, xd = x.detach();
   {
     NoGradGuard no_grad;
-    out = max(reshape(x_, {-1}), 0).values;
+    out = max(reshape(xd, {-1}), 0).values;
   }
-  return record("max", out, {x}, [x_, y = out.detach()](const Tensor& grad, Grads& dx) {
+  return record("max", out, {x}, {{"x", xd}, {"out", out.detach()}},
+                [](const Tensor& grad, Grads& dx, const Tensor& x_, const Tensor& y) {
     // out = max x  =>  dx = grad / k at each of the k elements equal to the max
     const Tensor ties = eq(x_, y.expand(x_.shape()));
     const double k = static_cast<double>(sum(where(ties, Tensor::ones({}, x_.dtype()), Tensor::zeros({}, x_.dtype()))).item());

@@ -75,7 +75,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   const Tensor xc = contiguous_values(x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "softmax", [&]<class T>() { each_row(out.data<T>(), xc.data<T>(), r, softmax_row<T>); });
-  return record("softmax", out, {x}, [r, dim, y = out.detach()](const Tensor& grad, Grads& dx) {
+  return record("softmax", out, {x}, {{"out", out.detach()}}, [r, dim](const Tensor& grad, Grads& dx, const Tensor& y) {
     // out = y = softmax(x)  =>  dx = y ⊙ (grad − Σ grad ⊙ y)   (a masked row has y = 0: dx = 0)
     if (dx.create_graph()) {
       const Tensor yy = dx.output(y);
@@ -97,7 +97,8 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   dispatch_float(x.dtype(), "log_softmax", [&]<class T>() {
     each_row(out.data<T>(), xc.data<T>(), r, log_softmax_row<T>);
   });
-  return record("log_softmax", out, {x}, [r, dim, y = out.detach()](const Tensor& grad, Grads& dx) {
+  return record("log_softmax", out, {x}, {{"out", out.detach()}},
+                [r, dim](const Tensor& grad, Grads& dx, const Tensor& y) {
     // out = y = log_softmax(x)  =>  dx = grad − exp(y) Σ grad   (a masked row: dx = 0, our choice)
     if (dx.create_graph()) {
       const Tensor p = exp(dx.output(y));

@@ -2,12 +2,15 @@
 //   dist_check collectives   broadcast, bucketed sums and means, the fixed
 //                            order's bit-identical sums, gathered bytes;
 //                            prints "dist_check: ok" or fails
+//   dist_check overlap       gradients reduced during backward equal, bit for
+//                            bit, those reduced after it (both orders)
 //   dist_check raise         rank 1 fails on a file while rank 0 waits in a
 //                            collective: the job must end with one line
 #include <cstring>
 #include <numeric>
 
 #include <attograd/autograd/error.h>
+#include <attograd/autograd/ops.h>
 #include <attograd/dist/communicator.h>
 #include <attograd/dist/reducer.h>
 #include <fmt/format.h>
@@ -79,6 +82,47 @@ void collectives(Communicator& comm) {
   fmt::print("dist_check: ok\n");
 }
 
+// Two copies of a small MLP, the same weights, rank-dependent inputs: one
+// reduced after backward (blocking), one with the collectives started during
+// backward (overlap). With 2 ranks both orders must give the same bits.
+void overlap(Communicator& comm) {
+  check(comm.size() == 2, fmt::format("expected 2 ranks, got {}", comm.size()));
+  for (ReduceOrder order : {ReduceOrder::native, ReduceOrder::fixed}) {
+    std::vector<std::vector<Tensor>> models(2);
+    for (auto& ps : models) {
+      Generator gen(5);  // the same weights in both copies and on both ranks
+      for (Shape s : {Shape{64, 32}, Shape{64}, Shape{64, 64}, Shape{64}, Shape{8, 64}, Shape{8}})
+        ps.push_back(Tensor::randn(s, gen).requires_grad_());
+    }
+    Generator data(100 + static_cast<uint64_t>(comm.rank()));
+    const Tensor x = Tensor::randn({16, 32}, data);
+    GradientReducer blocking(comm, models[0], {.bucket_bytes = 4096, .order = order, .overlap = false});
+    GradientReducer overlapped(comm, models[1], {.bucket_bytes = 4096, .order = order});
+    for (int step = 0; step < 3; ++step) {
+      for (size_t m = 0; m < 2; ++m) {
+        const auto& p = models[m];
+        Tensor h = relu(linear(relu(linear(x, p[0], p[1])), p[2], p[3]));
+        sum(tanh(linear(h, p[4], p[5]))).backward();
+      }
+      check(overlapped.overlapped() > 0, "no bucket started during backward");
+      blocking.allreduce(ReduceOp::mean);
+      overlapped.allreduce(ReduceOp::mean);
+      for (size_t i = 0; i < models[0].size(); ++i) {
+        const auto a = models[0][i].grad().span<float>(), b = models[1][i].grad().span<float>();
+        check(std::equal(a.begin(), a.end(), b.begin()),
+              fmt::format("{} order, step {}: parameter {} differs between the blocking and the overlapped reducer",
+                          order == ReduceOrder::fixed ? "fixed" : "native", step, i));
+      }
+      for (auto& ps : models)
+        for (Tensor& p : ps) p.zero_grad();
+    }
+    fmt::print("dist_check: rank {}: {} order: {} of {} collectives started during backward\n", comm.rank(),
+               order == ReduceOrder::fixed ? "fixed" : "native", overlapped.overlapped(), overlapped.calls());
+  }
+  comm.barrier();
+  fmt::print("dist_check: ok\n");
+}
+
 void raise_on_rank_one(Communicator& comm) {
   if (comm.rank() == 1) fail<IOError>("data", "cannot read /nonexistent/train.tsv: No such file or directory");
   double x = 1;
@@ -93,7 +137,8 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "collectives") collectives(world());
     else if (mode == "raise") raise_on_rank_one(world());
-    else fail<ValueError>("flags", "usage: dist_check collectives|raise, got '{}'", mode);
+    else if (mode == "overlap") overlap(world());
+    else fail<ValueError>("flags", "usage: dist_check collectives|overlap|raise, got '{}'", mode);
     return 0;
   });
 }
