@@ -6,7 +6,10 @@
 // lean path is taken only when it applies; a step takes no new memory.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <attograd/autograd/backend/allocator.h>
+#include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/ops/elementwise.h>
 #include <attograd/nn/generate.h>
@@ -57,11 +60,8 @@ const Tensor kSrc = ids({3, 4, 5, 6, 7, 8, 9, 3, 0, 0, 5, 4, 0, 0, 0}, {3, 5});
 
 class LeanSeq2Seq : public ::testing::TestWithParam<Variant> {};
 
-// Each step's logits: equal to the graph's cached step (the same ops on the
-// same shapes, so bit for bit), and within float rounding of the teacher-forced
-// full forward (whose GEMMs have B·T rows instead of B, a last-bit difference).
-TEST_P(LeanSeq2Seq, StepLogitsEqualTheGraphForward) {
-  auto m = model(GetParam(), 1);
+void check_steps_against_graph(const Variant& v, double tol) {
+  auto m = model(v, 1);
   NoGradGuard no_grad;
   const Tensor kpm = eq(kSrc, Tensor::zeros({}, DType::i64));
   const Tensor tgt = ids({1, 4, 7, 2, 9, 11, 1, 5, 5, 8, 3, 12, 1, 12, 6, 6, 10, 4}, {3, 6});
@@ -73,11 +73,27 @@ TEST_P(LeanSeq2Seq, StepLogitsEqualTheGraphForward) {
     const Tensor logits = lean_decode_step(*m, step, memory, kpm, cache);  // [3, 13]
     GradModeGuard graph_mode(true);  // grad mode on: decode takes the graph
     const Tensor graph = m->decode(tgt.narrow(1, t, 1), memory, kpm, Tensor(), &graph_cache).detach();
-    expect_close(logits, graph.reshape({3, 13}), 0, 0);
+    expect_close(logits, graph.reshape({3, 13}), tol, tol);
     expect_close(logits, full.narrow(1, t, 1).reshape({3, 13}), 1e-5, 1e-5);
   }
   EXPECT_EQ(cache.length(), 6);
   EXPECT_EQ(graph_cache.lean, nullptr);
+}
+
+// Each step's logits: equal to the graph's cached step, and within float
+// rounding of the teacher-forced full forward (whose GEMMs have B·T rows
+// instead of B, a last-bit difference). On OpenBLAS the lean step's products
+// give the graph's bits exactly. libxsmm's JIT kernels may round differently
+// per shape, and the lean step's packed q | k | v product has another shape
+// than the graph's three, so on the default routing the two agree to float32
+// rounding (with G < H K/V heads: up to 7e-7 on logits of size 1-2).
+TEST_P(LeanSeq2Seq, StepLogitsEqualTheGraphForward) {
+  for (const bool exact : {true, false}) {
+    std::optional<GemmBackendGuard> openblas;
+    if (exact) openblas.emplace(GemmBackend::openblas);
+    const double tol = exact ? 0 : 2e-6;
+    check_steps_against_graph(GetParam(), tol);
+  }
 }
 
 TEST_P(LeanSeq2Seq, GreedyAndBeamDecodeTheGraphsTokens) {
