@@ -1,21 +1,34 @@
 // bench: times attograd's training step and greedy decoding on fixed
-// Seq2SeqTransformer configurations, for comparison with PyTorch
-// (tools/bench_torch.py prints the same lines; scripts/bench runs both).
+// configurations, for comparison with PyTorch (tools/bench_torch.py prints
+// the same lines; scripts/bench runs both).
 //
-//   bench [--config tiny|base|all] [--threads 1,2] [--warmup 5] [--steps 50]
+//   bench [--config tiny|base|lm|all] [--threads 1,2] [--warmup 5] [--steps 50]
+//   mpirun -np N bench --data-parallel [--config base] [--threads 1] ...
+//   bench [--config base] [--d-model N] [--len N] [--batch N] ...   (shapes of scripts/bench --sweep)
 //   bench --decode [--lengths 32,128] [--decode-batch 64] [--repeats 3] [--no-cache-up-to N]
 //
 // Shape legend: B batch, L sequence length (S = T = L), E d_model, F d_ff,
-// V vocab, H heads, N_e / N_d encoder / decoder layers.
+// V vocab, H heads, N_e / N_d encoder / decoder layers, N GPT blocks.
 //
-// A training step is forward + cross-entropy + backward + Adam step (dropout 0)
-// on a copy-task batch: src [B, L] random symbols, tgt_in = [BOS, src[:-1]],
-// tgt_out = src, no padding. Each printed line is one measurement:
+// tiny and base are Seq2SeqTransformers on copy-task batches, lm is the lm
+// program's default GPT on random token windows (examples/bench/workloads.h).
+// A training step is forward + cross-entropy + backward + Adam step (dropout 0).
+// Each printed line is one measurement:
 //   bench framework=attograd mode=train config=tiny threads=1 kernel=Cooperlake steps=50 step_ms=… tok_s=… gflops=… peak_rss_mb=…
+//   bench framework=attograd mode=dp config=base procs=2 threads=1 kernel=… steps=50 step_ms=… tok_s=… allreduce_ms=… allreduce_pct=… peak_rss_mb=…
 //   bench framework=attograd mode=decode config=base threads=1 kernel=… batch=64 len=32 cache=yes ms=… tok_s=… peak_rss_mb=… same=yes
 // tok_s counts target tokens (B·L per training step, B·len per decode).
 // peak_rss_mb is the process's peak resident set so far (getrusage), so
 // scripts/bench runs one configuration per process.
+//
+// --data-parallel trains as examples/common's Trainer does in a world of N
+// processes (dist::world(): mpirun's, else the world of one): each rank takes
+// B/N rows of every batch, and after backward the loss and then the gradients
+// (dist::GradientReducer, mean, with its default options: buckets start
+// during backward) are all-reduced. The line (rank 0's) gives the global
+// batch's tok/s and the median time per step inside the reducer
+// (GradientReducer::seconds(): packing, starting, waiting, unpacking), also
+// as a percentage of the median step.
 //
 // Model FLOPs (matmul FLOPs only, 2 per multiply-add; a training step counts
 // 3× the forward: backward computes two products per forward product):
@@ -23,7 +36,8 @@
 //   decoder layer   8·B·L·E² + 4·B·L²·E  (causal self-attention, computed in full)
 //                 + 8·B·L·E² + 4·B·L²·E  (cross-attention: q, out on targets; k, v on memory)
 //                 + 4·B·L·E·F
-//   generator       2·B·L·E·V
+//   GPT block       8·B·L·E² + 4·B·L²·E + 4·B·L·E·F  (as an encoder layer, causal in full)
+//   generator       2·B·L·E·V  (lm_head for the GPT)
 // Embeddings, layer norms, softmax, elementwise ops and Adam are not counted.
 #include <sys/resource.h>
 
@@ -37,47 +51,18 @@
 
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/engine.h>
-#include <attograd/autograd/ops/loss.h>
-#include <attograd/autograd/ops/shape.h>
-#include "examples/common/cli.h"
-#include "examples/common/trainer.h"
+#include <attograd/dist/communicator.h>
+#include <attograd/dist/reducer.h>
 #include <attograd/nn/transformer.h>
 #include <attograd/optim/adam.h>
+#include "examples/bench/workloads.h"
+#include "examples/common/cli.h"
+#include "examples/common/trainer.h"
 
 using namespace attograd;
+using bench::BenchConfig;
 
 namespace {
-
-struct BenchConfig {
-  std::string name;
-  int64_t vocab, len, batch, d_model, heads, d_ff, layers;
-};
-
-const BenchConfig kTiny{"tiny", 16, 16, 64, 64, 4, 256, 2};
-const BenchConfig kBase{"base", 64, 32, 32, 256, 8, 1024, 2};
-
-constexpr int64_t kBos = 1;
-constexpr int64_t kFirstSymbol = 3;  // ids 0..2 are PAD, BOS, EOS
-
-TransformerConfig model_config(const BenchConfig& b) {
-  TransformerConfig c;
-  c.src_vocab = c.tgt_vocab = b.vocab;
-  c.d_model = b.d_model;
-  c.heads = b.heads;
-  c.d_ff = b.d_ff;
-  c.enc_layers = c.dec_layers = b.layers;
-  c.dropout = 0.0;
-  c.max_len = 256;
-  return c;
-}
-
-// Forward matmul FLOPs of one step (see the header comment).
-double forward_flops(const BenchConfig& c) {
-  const double B = c.batch, L = c.len, E = c.d_model, F = c.d_ff, V = c.vocab, n = c.layers;
-  const double enc = 8 * B * L * E * E + 4 * B * L * L * E + 4 * B * L * E * F;
-  const double dec = 16 * B * L * E * E + 8 * B * L * L * E + 4 * B * L * E * F;
-  return n * enc + n * dec + 2 * B * L * E * V;
-}
 
 double peak_rss_mb() {
   rusage u{};
@@ -91,45 +76,18 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-struct CopyBatch {
-  Tensor src, tgt_in, tgt_out;  // i64 [B, L]
-};
-
-CopyBatch make_batch(const BenchConfig& c, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int64_t> sym(kFirstSymbol, c.vocab - 1);
-  std::vector<int64_t> src(c.batch * c.len), tgt_in(src.size());
-  for (int64_t b = 0; b < c.batch; ++b)
-    for (int64_t t = 0; t < c.len; ++t) {
-      src[b * c.len + t] = sym(rng);
-      tgt_in[b * c.len + t] = t == 0 ? kBos : src[b * c.len + t - 1];
-    }
-  const Shape s{c.batch, c.len};
-  return {Tensor::from_vector(src, s), Tensor::from_vector(tgt_in, s), Tensor::from_vector(src, s)};
-}
-
 std::string prefix(const std::string& mode, const BenchConfig& c, int threads, const std::string& kernel) {
   return fmt::format("bench framework=attograd mode={} config={} threads={} kernel={}", mode, c.name, threads, kernel);
 }
 
 void bench_train(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed) {
   const std::string kernel = configure_threads(threads);
-  Generator gen(seed);
-  Seq2SeqTransformer model(model_config(c), gen, nullptr);
-  model.train();
-  optim::Adam opt(model.parameters());
-  std::mt19937_64 rng(seed);
-  std::vector<CopyBatch> batches;
-  for (int i = 0; i < 8; ++i) batches.push_back(make_batch(c, rng));
-  CrossEntropyOptions ce;
-  ce.ignore_index = kPadId;
-
+  bench::Workload w = bench::make_workload(c, seed, {0, c.batch});
+  optim::Adam opt(w.model->parameters());
   std::vector<double> ms;
   for (int64_t i = 0; i < warmup + steps; ++i) {
-    const CopyBatch& b = batches[i % batches.size()];
     const auto t0 = std::chrono::steady_clock::now();
-    Tensor logits = model.forward(b.src, b.tgt_in);  // [B, L, V]
-    Tensor loss = cross_entropy(logits.reshape({-1, c.vocab}), b.tgt_out.reshape({-1}), ce);
-    loss.backward();
+    w.loss(i).backward();
     opt.step();
     opt.zero_grad();
     const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -139,7 +97,46 @@ void bench_train(const BenchConfig& c, int threads, int64_t warmup, int64_t step
   const double tokens = static_cast<double>(c.batch * c.len);
   fmt::print("{} steps={} step_ms={:.3f} tok_s={:.0f} gflops={:.2f} peak_rss_mb={:.1f}\n",
              prefix("train", c, threads, kernel), steps, step_ms, tokens / (step_ms / 1e3),
-             3 * forward_flops(c) / (step_ms / 1e3) / 1e9, peak_rss_mb());
+             3 * bench::forward_flops(c) / (step_ms / 1e3) / 1e9, peak_rss_mb());
+}
+
+// A training step as the Trainer takes it in a world of N ranks; see the
+// header comment. In the world of one the reducer makes no call.
+void bench_data_parallel(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed) {
+  const std::string kernel = configure_threads(threads);
+  dist::Communicator& comm = dist::world();
+  const int64_t n = comm.size(), share = c.batch / n;
+  if (c.batch % n != 0)
+    fail<ValueError>("flags", "--data-parallel needs the batch ({}) divisible by the {} processes", c.batch, n);
+  bench::Workload w = bench::make_workload(c, seed, {comm.rank() * share, (comm.rank() + 1) * share});
+  const std::vector<Tensor> params = w.model->parameters();
+  dist::broadcast_parameters(comm, params);
+  dist::GradientReducer reducer(comm, params);
+  optim::Adam opt(params);
+  std::vector<double> ms, reduce_ms;
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double before = reducer.seconds();  // its buckets may start during backward (overlap)
+    Tensor loss = w.loss(i);
+    loss.backward();
+    double value = loss.item() / static_cast<double>(n);
+    comm.allreduce_sum(std::span<double>(&value, 1));
+    reducer.allreduce(dist::ReduceOp::mean);
+    const double reduced = (reducer.seconds() - before) * 1e3;
+    opt.step();
+    opt.zero_grad();
+    const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= warmup) {
+      ms.push_back(dt);
+      reduce_ms.push_back(reduced);
+    }
+  }
+  if (comm.rank() != 0) return;
+  const double step_ms = median(ms), allreduce_ms = median(reduce_ms);
+  fmt::print("bench framework=attograd mode=dp config={} procs={} threads={} kernel={} steps={} step_ms={:.3f} "
+             "tok_s={:.0f} allreduce_ms={:.3f} allreduce_pct={:.1f} peak_rss_mb={:.1f}\n",
+             c.name, n, threads, kernel, steps, step_ms, static_cast<double>(c.batch * c.len) / (step_ms / 1e3),
+             allreduce_ms, 100 * allreduce_ms / step_ms, peak_rss_mb());
 }
 
 // Greedy decoding of B sequences to exactly `len` tokens (no stop at EOS, so
@@ -151,7 +148,7 @@ std::vector<int64_t> greedy(Seq2SeqTransformer& model, const Tensor& src, int64_
   Tensor memory = model.encode(src);
   KVCache cache = model.make_cache();
   std::vector<int64_t> tokens(B * (len + 1), 0);  // [B, len + 1], column 0 is BOS
-  for (int64_t b = 0; b < B; ++b) tokens[b * (len + 1)] = kBos;
+  for (int64_t b = 0; b < B; ++b) tokens[b * (len + 1)] = bench::kBos;
   for (int64_t t = 0; t < len; ++t) {
     std::vector<int64_t> in;
     const int64_t from = use_cache ? t : 0, width = t + 1 - from;
@@ -172,12 +169,12 @@ void bench_decode(const BenchConfig& c, int threads, int64_t batch, const std::v
                   int64_t repeats, int64_t no_cache_up_to, uint64_t seed) {
   const std::string kernel = configure_threads(threads);
   Generator gen(seed);
-  Seq2SeqTransformer model(model_config(c), gen, nullptr);
+  Seq2SeqTransformer model(bench::seq2seq_config(c), gen, nullptr);
   model.eval();
   std::mt19937_64 rng(seed);
   BenchConfig bc = c;
   bc.batch = batch;
-  const Tensor src = make_batch(bc, rng).src;
+  const Tensor src = bench::make_copy_batch(bc, rng).src;
   for (bool use_cache : {true, false}) greedy(model, src, 4, use_cache);  // warm-up
   for (int64_t len : lengths) {
     std::vector<int64_t> with_cache;
@@ -196,6 +193,24 @@ void bench_decode(const BenchConfig& c, int threads, int64_t batch, const std::v
                  prefix("decode", c, threads, kernel), batch, len, use_cache ? "yes" : "no", t,
                  static_cast<double>(batch * len) / (t / 1e3), peak_rss_mb(), out == with_cache ? "yes" : "no");
     }
+  }
+}
+
+// --d-model, --len and --batch replace the config's values.
+void override_shape(BenchConfig& c, const cxxopts::ParseResult& r) {
+  if (r.count("d-model")) {
+    c.d_model = r["d-model"].as<int64_t>();
+    if (c.d_model < c.heads || c.d_model % c.heads != 0)
+      fail<ValueError>("flags", "--d-model must be a positive multiple of the {} heads, got {}", c.heads, c.d_model);
+    c.d_ff = 4 * c.d_model;
+  }
+  if (r.count("len")) {
+    c.len = r["len"].as<int64_t>();
+    if (c.len < 2 || c.len > 256) fail<ValueError>("flags", "--len must be in [2, 256], got {}", c.len);
+  }
+  if (r.count("batch")) {
+    c.batch = r["batch"].as<int64_t>();
+    if (c.batch < 1) fail<ValueError>("flags", "--batch must be >= 1, got {}", c.batch);
   }
 }
 
@@ -223,10 +238,15 @@ int main(int argc, char** argv) {
   return cli::guarded_main("bench", [&] {
     cxxopts::Options o("bench", "Time attograd's training step and greedy decoding (see tools/bench_torch.py, scripts/bench).");
     o.add_options()
-        ("config", "tiny, base or all", cxxopts::value<std::string>()->default_value("all"))
+        ("config", "tiny, base, lm or all", cxxopts::value<std::string>()->default_value("all"))
         ("threads", "comma-separated thread counts", cxxopts::value<std::string>()->default_value("1,2"))
         ("warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("5"))
         ("steps", "timed steps (median reported)", cxxopts::value<int64_t>()->default_value("50"))
+        ("d-model", "override the config's d_model; d_ff becomes 4 × d_model (scripts/bench --sweep)",
+         cxxopts::value<int64_t>())
+        ("len", "override the config's sequence length (2..256)", cxxopts::value<int64_t>())
+        ("batch", "override the config's batch", cxxopts::value<int64_t>())
+        ("data-parallel", "train as the Trainer does across the processes of mpirun (dist::world()), timing the allreduce")
         ("decode", "time greedy decoding on the base model instead of training")
         ("lengths", "decode lengths", cxxopts::value<std::string>()->default_value("32,128"))
         ("decode-batch", "sequences decoded at once", cxxopts::value<int64_t>()->default_value("64"))
@@ -242,9 +262,10 @@ int main(int argc, char** argv) {
     }
     const std::string which = r["config"].as<std::string>();
     std::vector<BenchConfig> configs;
-    if (which == "tiny" || which == "all") configs.push_back(kTiny);
-    if (which == "base" || which == "all") configs.push_back(kBase);
-    if (configs.empty()) fail<ValueError>("flags", "--config must be tiny, base or all, got '{}'", which);
+    for (const BenchConfig& c : {bench::kTiny, bench::kBase, bench::kLm})
+      if (which == c.name || which == "all") configs.push_back(c);
+    if (configs.empty()) fail<ValueError>("flags", "--config must be tiny, base, lm or all, got '{}'", which);
+    for (BenchConfig& c : configs) override_shape(c, r);
     const auto threads = parse_list<int>("threads", r["threads"].as<std::string>(), 1, 256);
     const int64_t warmup = r["warmup"].as<int64_t>(), steps = r["steps"].as<int64_t>();
     if (warmup < 0 || steps < 1) fail<ValueError>("flags", "need --warmup >= 0 and --steps >= 1, got {} and {}", warmup, steps);
@@ -254,11 +275,12 @@ int main(int argc, char** argv) {
       const int64_t batch = r["decode-batch"].as<int64_t>(), repeats = r["repeats"].as<int64_t>();
       if (batch < 1 || repeats < 1) fail<ValueError>("flags", "need --decode-batch >= 1 and --repeats >= 1");
       const int64_t no_cache_up_to = r["no-cache-up-to"].as<int64_t>();
-      for (int t : threads) bench_decode(which == "tiny" ? kTiny : kBase, t, batch, lengths, repeats, no_cache_up_to, seed);
+      for (int t : threads) bench_decode(which == "tiny" ? bench::kTiny : bench::kBase, t, batch, lengths, repeats, no_cache_up_to, seed);
       return 0;
     }
+    const auto train = r.count("data-parallel") ? bench_data_parallel : bench_train;
     for (const BenchConfig& c : configs)
-      for (int t : threads) bench_train(c, t, warmup, steps, seed);
+      for (int t : threads) train(c, t, warmup, steps, seed);
     return 0;
   });
 }

@@ -1,24 +1,89 @@
 #!/usr/bin/env bash
 # examples/bench at a few steps: its output lines have every field scripts/bench
-# reads, and decoding with the KV cache gives the same tokens as without.
-# Checks the format only, never the timings. $1: the Release build dir.
+# reads, and decoding with the KV cache gives the same tokens as without; each
+# row of scripts/bench in its cheapest form (the lm row, the data-parallel row
+# under mpirun when MPI is built, PyTorch's side when torch is installed), read
+# back by tools/bench_table.py. Checks the format only, never the timings.
+# $1: the Release build dir.
 set -euo pipefail
-bin=${1:?usage: bench_smoke.sh BUILD_DIR}/bin/bench
-cmake --build "$1" --target bench >/dev/null
-out=$("$bin" --config tiny --threads 1 --warmup 1 --steps 2)
-echo "$out"
+build=${1:?usage: bench_smoke.sh BUILD_DIR}
+bin=$build/bin/bench
+tools=$(dirname "$0")/../../tools
+cmake --build "$build" --target bench >/dev/null
+lines=$(mktemp); trap 'rm -f "$lines"' EXIT
+fail() { echo "bench_smoke: $*" >&2; exit 1; }
 re_num='[0-9]+(\.[0-9]+)?'
+
+out=$("$bin" --config tiny --threads 1 --warmup 1 --steps 2)
+echo "$out" | tee -a "$lines"
 grep -Eq "^bench framework=attograd mode=train config=tiny threads=1 kernel=[A-Za-z0-9]+ steps=2 step_ms=$re_num tok_s=$re_num gflops=$re_num peak_rss_mb=$re_num$" <<<"$out" \
-  || { echo "bench_smoke: unexpected train line" >&2; exit 1; }
+  || fail "unexpected train line"
 dec=$("$bin" --decode --config tiny --threads 1 --lengths 3,5 --decode-batch 4 --repeats 1)
-echo "$dec"
-[[ $(grep -c " cache=" <<<"$dec") == 4 ]] || { echo "bench_smoke: expected 4 decode lines" >&2; exit 1; }
+echo "$dec" | tee -a "$lines"
+[[ $(grep -c " cache=" <<<"$dec") == 4 ]] || fail "expected 4 decode lines"
 grep -Eq "^bench framework=attograd mode=decode config=tiny threads=1 kernel=[A-Za-z0-9]+ batch=4 len=5 cache=no ms=$re_num tok_s=$re_num peak_rss_mb=$re_num same=yes$" <<<"$dec" \
-  || { echo "bench_smoke: unexpected decode line" >&2; exit 1; }
-if grep -q "same=no" <<<"$dec"; then echo "bench_smoke: cached and uncached decoding differ" >&2; exit 1; fi
+  || fail "unexpected decode line"
+if grep -q "same=no" <<<"$dec"; then fail "cached and uncached decoding differ"; fi
 # The table script reads these lines (PyTorch's side absent: only the kernel row and our rows that need no peer).
-tmp=$(mktemp); trap 'rm -f "$tmp"' EXIT
-printf '%s\n%s\n' "$out" "$dec" >"$tmp"
-python3 "$(dirname "$0")/../../tools/bench_table.py" "$tmp" | grep -q "OpenBLAS kernel" \
-  || { echo "bench_smoke: bench_table.py failed" >&2; exit 1; }
+/usr/bin/python3 "$tools/bench_table.py" "$lines" | grep -q "OpenBLAS kernel" || fail "bench_table.py failed"
+
+# The shape overrides of scripts/bench --sweep: tok_s × step time is the
+# tokens of a step, batch 4 × length 8.
+small=(--config tiny --d-model 32 --len 8 --batch 4 --threads 1 --warmup 0 --steps 1)
+tokens_per_step_is_32() {
+  awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] } }
+       END { t = f["tok_s"] * f["step_ms"] / 1000; exit !(t > 31.5 && t < 32.5) }' <<<"$1"
+}
+line=$("$bin" "${small[@]}")
+echo "$line"
+tokens_per_step_is_32 "$line" || fail "--len 8 --batch 4 did not give 32 tokens per step"
+if "$bin" --config tiny --d-model 30 --steps 1 2>/dev/null; then fail "--d-model 30 (not a multiple of 4 heads) was accepted"; fi
+
+lm=$("$bin" --config lm --threads 1 --warmup 0 --steps 1)
+echo "$lm" | tee -a "$lines"
+grep -Eq "^bench framework=attograd mode=train config=lm threads=1 kernel=[A-Za-z0-9]+ steps=1 step_ms=$re_num tok_s=$re_num gflops=$re_num peak_rss_mb=$re_num$" <<<"$lm" \
+  || fail "unexpected lm train line"
+
+dp_line() {  # dp_line PROCS: the regex of a data-parallel line of tiny
+  echo "^bench framework=attograd mode=dp config=tiny procs=$1 threads=1 kernel=[A-Za-z0-9]+ steps=1 step_ms=$re_num tok_s=$re_num allreduce_ms=$re_num allreduce_pct=$re_num peak_rss_mb=$re_num$"
+}
+dp=$("$bin" --data-parallel --config tiny --threads 1 --warmup 0 --steps 1)
+echo "$dp" | tee -a "$lines"
+grep -Eq "$(dp_line 1)" <<<"$dp" || fail "unexpected data-parallel line"
+if grep -q '^ATTOGRAD_MPI:BOOL=ON' "$build/CMakeCache.txt" && command -v mpirun >/dev/null; then
+  mpi=(timeout -k 5 60 mpirun -np 2 --oversubscribe --bind-to none)
+  if (( EUID == 0 )); then mpi+=(--allow-run-as-root); fi
+  dp2=$("${mpi[@]}" "$bin" --data-parallel --config tiny --threads 1 --warmup 0 --steps 1)
+  echo "$dp2" | tee -a "$lines"
+  [[ $(grep -c "^bench " <<<"$dp2") == 1 ]] || fail "expected one line (rank 0's) from mpirun -np 2"
+  grep -Eq "$(dp_line 2)" <<<"$dp2" || fail "unexpected data-parallel line from mpirun -np 2"
+  /usr/bin/python3 "$tools/bench_table.py" "$lines" | grep -q "tiny data-parallel: 2 procs × 1 thread" \
+    || fail "bench_table.py has no data-parallel row"
+else
+  echo "bench_smoke: no MPI in the build or no mpirun: the 2-process data-parallel line is not checked"
+  echo 'skip row=dp reason="MPI is not built"' >>"$lines"
+  /usr/bin/python3 "$tools/bench_table.py" "$lines" | grep -q "skipped: MPI is not built" \
+    || fail "bench_table.py does not say the data-parallel row was skipped"
+fi
+
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  th=$(/usr/bin/python3 "$tools/bench_torch.py" --config tiny --threads 1,2 --warmup 0 --steps 1 --mkldnn off)
+  th+=$'\n'$(/usr/bin/python3 "$tools/bench_torch.py" --config lm --threads 1 --warmup 0 --steps 1)
+  echo "$th" | tee -a "$lines"
+  torch_line() {  # torch_line CONFIG THREADS MKLDNN OMP_WAIT
+    echo "^bench framework=pytorch mode=train config=$1 threads=$2 kernel=[A-Za-z0-9]+ mkldnn=$3 omp_wait=$4 interop=1 steps=1 step_ms=$re_num tok_s=$re_num gflops=$re_num peak_rss_mb=$re_num$"
+  }
+  grep -Eq "$(torch_line tiny 2 off PASSIVE)" <<<"$th" || fail "unexpected PyTorch line (tiny, 2 threads: PASSIVE wait)"
+  grep -Eq "$(torch_line lm 1 on '[A-Za-z]+')" <<<"$th" || fail "unexpected PyTorch lm line"
+  line=$(/usr/bin/python3 "$tools/bench_torch.py" "${small[@]}")
+  echo "$line"
+  tokens_per_step_is_32 "$line" || fail "bench_torch.py --len 8 --batch 4 did not give 32 tokens per step"
+  table=$(/usr/bin/python3 "$tools/bench_table.py" "$lines")
+  echo "$table"
+  for row in "tiny: train tok/s" "lm: train tok/s" "PyTorch settings"; do
+    grep -q "$row" <<<"$table" || fail "bench_table.py has no '$row' row"
+  done
+else
+  echo "bench_smoke: no torch in /usr/bin/python3: PyTorch's side is not checked"
+fi
 echo "bench_smoke: ok"
