@@ -227,6 +227,7 @@ class GradHookHandle {
   // The hook `id` on `leaf` (made by register_post_accumulate_grad_hook).
   GradHookHandle(std::weak_ptr<TensorImpl> leaf, uint64_t id) : leaf_(std::move(leaf)), id_(id) {}
   GradHookHandle(GradHookHandle&& o) noexcept : leaf_(std::move(o.leaf_)), id_(o.id_) { o.leaf_.reset(); }
+  // Removes this handle's own hook first, then takes o's.
   GradHookHandle& operator=(GradHookHandle&& o) noexcept;
   GradHookHandle(const GradHookHandle&) = delete;
   GradHookHandle& operator=(const GradHookHandle&) = delete;
@@ -270,6 +271,8 @@ constexpr bool takes_saved(std::index_sequence<I...>) {
   return std::invocable<F&, const Tensor&, Grads&, decltype((void)I, std::declval<const Tensor&>())...>;
 }
 }  // namespace detail
+// The form the ops use: a braced list of N saved tensors, handed to backward
+// as its N extra parameters (see above).
 template <size_t N, class F>
   requires(detail::takes_saved<F>(std::make_index_sequence<N>{}))
 Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs, const SavedTensor (&saved)[N],
