@@ -215,7 +215,7 @@ class BackwardObserverGuard {
 // .grad then holds the sum. Leaves the backward does not reach (no gradient
 // arrives) get no call. Leaves finish in the engine's order, each once every
 // op reading it has run backward: in a network, roughly the last layer's
-// parameters first. dist::GradientReducer starts each bucket's allreduce from
+// parameters first. A data-parallel reducer can start each bucket's allreduce from
 // here while backward goes on. A hook may read and replace .grad; it runs on
 // the thread calling backward.
 using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;

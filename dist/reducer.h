@@ -36,6 +36,12 @@
 // (a copy of all gradients; N copies for fixed) instead of one pooled bucket.
 // A backward that is not followed by allreduce() (a skipped step) has its
 // collectives completed and dropped when the next backward begins.
+// What overlap asks of the caller: between a backward and allreduce() no rank
+// makes another collective (MPI matches collectives by their order), every
+// rank either runs backward or skips it (a rank that skips starts its buckets
+// in allreduce(), in the same order), and nothing changes a .grad in between
+// (a started bucket sends the values it packed). The Trainer sums its loss
+// across ranks before backward for the first two.
 //
 // Neither makes N processes bit-identical to one process with the N-times
 // batch: there the GEMMs of the backward sum the batch rows in one

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/backend/threads.h>
@@ -20,7 +21,7 @@
 namespace attograd {
 
 struct LeanState {
-  int64_t rows = -1;           // B the buffers are sized for (-1: none yet)
+  std::optional<int64_t> rows; // B the buffers are sized for (none before the first step)
   DType dtype = DType::f32;    // the weights' dtype
   std::vector<Tensor> qkv_w;   // per layer: the self-attention's q, k, v weights packed, [W, E]
   std::vector<Tensor> qkv_b;   // per layer: their biases packed, [W] (undefined without biases)

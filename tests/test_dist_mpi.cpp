@@ -231,6 +231,18 @@ TEST_F(DistMpi, AFailingRankEndsTheJobWithOneLine) {
 }
 
 // Every rank diverges; rank 0 reports once, and the checkpoints left are whole.
+// Skip mode with the overlapped reducer: a step whose loss is not finite is
+// skipped by every rank together (the loss is summed before backward, so no
+// rank starts bucket collectives the others do not), and the job finishes.
+TEST_F(DistMpi, NonFiniteStepsAreSkippedOnEveryRankTogether) {
+  const auto r = mpirun(2, "copy_task", plus(tiny(4, dir_ / "log.jsonl"), {"--lr", "1e6", "--on-nonfinite", "skip",
+                                                                           "--max-consecutive-skips", "100"}));
+  EXPECT_NE(r.code, 124) << "timed out: the job hung";
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "step(s) skipped for non-finite values")) << r.out;
+  EXPECT_TRUE(contains(r.out, "done: 20 steps")) << r.out;
+}
+
 TEST_F(DistMpi, ANonFiniteLossEndsTheJobWithOneLineAndWholeCheckpoints) {
   const std::string ck = dir_ / "ck";
   const auto r = mpirun(2, "copy_task",

@@ -3,11 +3,11 @@
 trained on the same text with the same tokenizer, split, model, init scheme,
 optimizer, schedule and clipping, for a side-by-side loss table (docs/lm.md).
 
-    /usr/bin/python3 tools/lm_torch.py [--data FILE] [--steps 600] [--log runs/torch.jsonl]
+    /usr/bin/python3 tools/lm_torch.py [--text FILE] [--steps 600] [--log runs/torch.jsonl]
 
 What differs: the random numbers (the initial weights and the windows are drawn
 from torch's generator, not attograd's), so the curves agree in distribution,
-not bit for bit. Without --data it reads the fortunes as `lm train` does.
+not bit for bit. Without --text it reads the fortunes as `lm train` does.
 """
 import argparse
 import json
@@ -56,7 +56,7 @@ def lr_at(step, a):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default="")
+    p.add_argument("--text", default="")
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--context", type=int, default=128)
@@ -72,7 +72,7 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    ids, vocab = char_ids(read_text(a.data))
+    ids, vocab = char_ids(read_text(a.text))
     n = len(ids)
     split = n - math.ceil(n * 0.1)
     T = a.context

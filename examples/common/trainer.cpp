@@ -194,7 +194,7 @@ class Trainer {
  private:
   void resume();
   bool step(int64_t step);
-  double forward_backward();
+  double forward_backward(int64_t step);
   void skip_or_stop(int64_t step, double loss, double grad_norm, bool on_every_rank);
   void report(int64_t step, double loss, double lr, double grad_norm, int64_t tokens);
   void evaluate_or_checkpoint(int64_t step);
@@ -302,12 +302,7 @@ RunSummary Trainer::run() {
 // lr and the update. False when the step was skipped.
 bool Trainer::step(int64_t step) {
   const auto start = Clock::now();
-  double loss = forward_backward();
-  // This rank's own loss is not finite: in stop mode it alone reports and
-  // ends the job (the others wait in the allreduce below until MPI_Abort).
-  if (!std::isfinite(loss) && comm_.size() > 1 && opt_.on_nonfinite == OnNonfinite::stop)
-    skip_or_stop(step, loss, NAN, /*on_every_rank=*/false);
-  comm_.allreduce_sum(std::span<double>(&loss, 1));
+  const double loss = forward_backward(step);
   if (std::isfinite(loss)) reducer_.allreduce(dist::ReduceOp::sum);
   const double grad_norm =
       std::isfinite(loss) ? optim::clip_grad_norm(params_, opt_.clip > 0 ? opt_.clip : INFINITY) : NAN;
@@ -325,17 +320,26 @@ bool Trainer::step(int64_t step) {
   return true;
 }
 
-// This rank's part of the global batch's mean loss (the whole mean on one
-// rank); its gradients are in the parameters when it is finite.
-double Trainer::forward_backward() {
+// The global batch's mean loss, summed over the ranks' parts; when it is
+// finite, this rank's gradients are in the parameters. The sum comes BEFORE
+// backward: the reducer starts its bucket collectives during backward (its
+// overlap), so no other collective may come between them, and a loss that is
+// not finite on one rank must stop backward on every rank. A rank with no
+// rows runs no backward; allreduce() starts its buckets in the same order.
+double Trainer::forward_backward(int64_t step) {
   std::optional<AnomalyGuard> anomaly;
   if (opt_.detect_anomaly) anomaly.emplace();
   const ShardLoss shard = task_.next_loss(opt_.label_smoothing);
   step_tokens_ = shard.global_tokens;
-  if (!shard.loss) return 0.0;
+  const double mine = shard.loss ? shard.loss->item() : 0.0;
+  // This rank's own loss is not finite: in stop mode it alone reports and
+  // ends the job (the others wait in the allreduce below until MPI_Abort).
+  if (!std::isfinite(mine) && comm_.size() > 1 && opt_.on_nonfinite == OnNonfinite::stop)
+    skip_or_stop(step, mine, NAN, /*on_every_rank=*/false);
+  double value = mine;
+  comm_.allreduce_sum(std::span<double>(&value, 1));
+  if (!shard.loss || !std::isfinite(value)) return value;
   const Tensor& loss = *shard.loss;
-  const double value = loss.item();
-  if (!std::isfinite(value)) return value;
   std::optional<BackwardTrace> trace;
   if (views_pending_) trace.emplace(TraceOptions{model_.parameter_names()});
   loss.backward();

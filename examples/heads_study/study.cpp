@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -370,7 +369,8 @@ std::vector<PruningPoint> pruning_curves(const StudyOptions& o, const Corpus& co
   for (const HeadAblation& a : ablation) by_ablation.emplace_back(a.module, a.head);
   for (const auto& [name, keep] : full)
     for (size_t h = 0; h < keep.size(); ++h) shuffled.emplace_back(name, static_cast<int64_t>(h));
-  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(seed));
+  Generator gen(seed);  // Fisher-Yates with the project's generator: the same order on every platform
+  for (size_t i = shuffled.size(); i > 1; --i) std::swap(shuffled[i - 1], shuffled[gen.randint(i)]);
 
   std::vector<PruningPoint> points;
   const PruningPoint intact = score("none", full);
