@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <span>
@@ -23,7 +24,7 @@ struct Vertex {
   DType dtype = DType::f32;
   std::string name;             // a leaf's name ("" when `names` lacks it)
   std::vector<size_t> inputs;   // the vertices it reads, in input order
-  int block = -1;               // index into Graph::blocks; -1 outside every block
+  std::optional<size_t> block;  // index into Graph::blocks; none outside every block
 };
 
 struct BlockKey {
@@ -74,7 +75,7 @@ Graph collect(const Tensor& root, const DotOptions& opt) {
   Graph g;
   if (!root.grad_fn()) {  // a leaf on its own
     auto it = opt.names.find(root.id());
-    g.v.push_back({Kind::leaf, nullptr, root.shape(), root.dtype(), it == opt.names.end() ? "" : it->second, {}, -1});
+    g.v.push_back({Kind::leaf, nullptr, root.shape(), root.dtype(), it == opt.names.end() ? "" : it->second, {}, std::nullopt});
     return g;
   }
   std::vector<const Node*> nodes;
@@ -92,11 +93,11 @@ Graph collect(const Tensor& root, const DotOptions& opt) {
   std::unordered_map<const Node*, size_t> index;
   for (const Node* n : nodes) {
     const bool leaf = n->name == "AccumulateGrad";
-    Vertex x{leaf ? Kind::leaf : Kind::op, n, n->output_shape, n->output_dtype, leaf_name(*n, opt.names), {}, -1};
+    Vertex x{leaf ? Kind::leaf : Kind::op, n, n->output_shape, n->output_dtype, leaf_name(*n, opt.names), {}, std::nullopt};
     for (size_t i = 0; i < n->next.size(); ++i) {
       if (n->next[i] || !opt.constants) continue;
       x.inputs.push_back(g.v.size());
-      g.v.push_back({Kind::constant, nullptr, n->input_shapes[i], n->input_dtypes[i], "", {}, -1});
+      g.v.push_back({Kind::constant, nullptr, n->input_shapes[i], n->input_dtypes[i], "", {}, std::nullopt});
     }
     index[n] = g.v.size();
     g.v.push_back(std::move(x));
@@ -118,26 +119,26 @@ Graph collect(const Tensor& root, const DotOptions& opt) {
 // Tags each vertex with its block (see graph_dot.h): in forward order, an op
 // takes the block of a named parameter it reads, else its latest input's.
 void assign_blocks(Graph& g) {
-  std::map<BlockKey, int> ids;
+  std::map<BlockKey, size_t> ids;
   for (size_t i = 0; i < g.v.size(); ++i) {
     Vertex& x = g.v[i];
     if (x.kind == Kind::leaf) {
       if (auto key = block_of(x.name)) {
-        auto [it, fresh] = ids.try_emplace(*key, static_cast<int>(g.blocks.size()));
+        auto [it, fresh] = ids.try_emplace(*key, g.blocks.size());
         if (fresh) g.blocks.push_back(*key);
         x.block = it->second;
       }
       continue;
     }
     if (x.kind != Kind::op) continue;
-    std::optional<int> from_param;
+    const Vertex* param = nullptr;  // the first named parameter it reads
     size_t latest = g.v.size();
     for (size_t u : x.inputs) {
       const Vertex& in = g.v[u];
-      if (in.kind == Kind::leaf && !in.name.empty() && !from_param) from_param = in.block;
+      if (in.kind == Kind::leaf && !in.name.empty() && !param) param = &in;
       if (in.kind != Kind::constant && (latest == g.v.size() || u > latest)) latest = u;
     }
-    x.block = from_param ? *from_param : latest < g.v.size() ? g.v[latest].block : -1;
+    x.block = param ? param->block : latest < g.v.size() ? g.v[latest].block : std::nullopt;
     for (size_t u : x.inputs)
       if (g.v[u].kind == Kind::constant) g.v[u].block = x.block;
   }
@@ -147,8 +148,8 @@ std::string shape_line(const Vertex& x) { return fmt::format("{} {}", shape_str(
 
 // What makes two blocks the same: each member's kind, op, shape, dtype and
 // name below the block, and where its inputs come from (a member, or outside).
-std::string signature(const Graph& g, int b, std::span<const size_t> members) {
-  const BlockKey& key = g.blocks[static_cast<size_t>(b)];
+std::string signature(const Graph& g, size_t b, std::span<const size_t> members) {
+  const BlockKey& key = g.blocks[b];
   const std::string own = fmt::format("{}.{}.", key.prefix, key.index);
   std::unordered_map<size_t, size_t> local;
   for (size_t i = 0; i < members.size(); ++i) local[members[i]] = i;
@@ -165,7 +166,7 @@ std::string signature(const Graph& g, int b, std::span<const size_t> members) {
 
 struct Collapse {
   std::vector<size_t> shown;     // vertex -> the vertex drawn for it
-  std::vector<int> group;        // block -> its group (-1: not in one)
+  std::vector<std::optional<size_t>> group;  // block -> the first block of its group
   std::vector<std::string> cluster_label;  // per block shown
   std::vector<bool> hidden;      // per block: drawn by an earlier copy
 };
@@ -173,17 +174,17 @@ struct Collapse {
 std::vector<std::vector<size_t>> block_members(const Graph& g) {
   std::vector<std::vector<size_t>> members(g.blocks.size());
   for (size_t i = 0; i < g.v.size(); ++i)
-    if (g.v[i].block >= 0) members[static_cast<size_t>(g.v[i].block)].push_back(i);
+    if (g.v[i].block) members[*g.v[i].block].push_back(i);
   return members;
 }
 
 // The last block of a stack also collects the ops after it that read no
 // parameter (a loss after the last layer): where it matches the block before
 // it up to such a tail, the tail goes outside.
-void trim_tails(Graph& g, const std::vector<int>& order) {
+void trim_tails(Graph& g, const std::vector<size_t>& order) {
   const auto members = block_members(g);
   for (size_t k = 1; k < order.size(); ++k) {
-    const int prev = order[k - 1], last = order[k];
+    const size_t prev = order[k - 1], last = order[k];
     if (k + 1 < order.size() && g.blocks[order[k + 1]].prefix == g.blocks[last].prefix) continue;
     if (g.blocks[prev].prefix != g.blocks[last].prefix) continue;
     const auto& a = members[prev];
@@ -192,7 +193,7 @@ void trim_tails(Graph& g, const std::vector<int>& order) {
     const bool paramless = std::all_of(b.begin() + static_cast<std::ptrdiff_t>(a.size()), b.end(),
                                        [&](size_t m) { return g.v[m].kind != Kind::leaf; });
     if (!paramless) continue;
-    for (size_t m = a.size(); m < b.size(); ++m) g.v[b[m]].block = -1;
+    for (size_t m = a.size(); m < b.size(); ++m) g.v[b[m]].block.reset();
   }
 }
 
@@ -200,17 +201,17 @@ Collapse collapse(Graph& g, bool on) {
   Collapse c;
   c.shown.resize(g.v.size());
   for (size_t i = 0; i < g.v.size(); ++i) c.shown[i] = i;
-  c.group.assign(g.blocks.size(), -1);
+  c.group.assign(g.blocks.size(), std::nullopt);
   c.hidden.assign(g.blocks.size(), false);
   c.cluster_label.resize(g.blocks.size());
   if (!on) return c;
-  std::vector<int> order(g.blocks.size());
-  for (size_t b = 0; b < order.size(); ++b) order[b] = static_cast<int>(b);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return g.blocks[a] < g.blocks[b]; });
+  std::vector<size_t> order(g.blocks.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return g.blocks[a] < g.blocks[b]; });
   trim_tails(g, order);
   const auto members = block_members(g);
   for (size_t i = 0; i < order.size();) {
-    const int first = order[i];
+    const size_t first = order[i];
     const std::string sig = signature(g, first, members[first]);
     size_t j = i + 1;
     while (j < order.size() && g.blocks[order[j]].prefix == g.blocks[first].prefix &&
@@ -298,17 +299,17 @@ std::string to_dot(const Tensor& root, const DotOptions& opt) {
       if (c.hidden[b]) continue;
       out += fmt::format("  subgraph cluster_{} {{\n    label=\"{}\";\n", b, escape(c.cluster_label[b]));
       for (size_t i = 0; i < g.v.size(); ++i)
-        if (g.v[i].block == static_cast<int>(b)) out += "    " + vertex_line(g, i, root, opt);
+        if (g.v[i].block == b) out += "    " + vertex_line(g, i, root, opt);
       out += "  }\n";
     }
   }
   for (size_t i = 0; i < g.v.size(); ++i)
-    if (!opt.collapse_repeats || g.v[i].block < 0) out += "  " + vertex_line(g, i, root, opt);
+    if (!opt.collapse_repeats || !g.v[i].block) out += "  " + vertex_line(g, i, root, opt);
   std::set<std::tuple<size_t, size_t, bool>> drawn;
   for (size_t i = 0; i < g.v.size(); ++i) {
     for (size_t u : g.v[i].inputs) {
-      const int bu = g.v[u].block, bi = g.v[i].block;
-      const bool repeat = bu >= 0 && bi >= 0 && bu != bi && c.group[bu] >= 0 && c.group[bu] == c.group[bi];
+      const std::optional<size_t> bu = g.v[u].block, bi = g.v[i].block;
+      const bool repeat = bu && bi && bu != bi && c.group[*bu] && c.group[*bu] == c.group[*bi];
       const size_t a = c.shown[u], b = c.shown[i];
       if (opt.collapse_repeats && !drawn.insert({a, b, repeat}).second) continue;
       out += repeat ? fmt::format("  n{} -> n{} [style=dashed, label=\"repeat\"];\n", a, b)

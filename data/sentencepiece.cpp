@@ -1,8 +1,6 @@
 #include <attograd/data/sentencepiece.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -89,11 +87,7 @@ SentencePieceTokenizer SentencePieceTokenizer::train(std::string_view text, cons
 }
 
 SentencePieceTokenizer SentencePieceTokenizer::load(const std::string& path, const std::string& kind) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail<IOError>("SentencePieceTokenizer::load", "cannot open {}", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return SentencePieceTokenizer(ss.str(), kind);
+  return SentencePieceTokenizer(read_file_bytes(path), kind);
 }
 
 std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const {

@@ -1,23 +1,10 @@
 #include <attograd/data/token_windows.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 
 #include <attograd/autograd/error.h>
 
 namespace attograd {
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!f || ec) fail<IOError>("read_text_file", "cannot open '{}'", path);
-  std::string text(size, '\0');  // read in place: the file's size, never twice that
-  if (!f.read(text.data(), static_cast<std::streamsize>(size)))
-    fail<IOError>("read_text_file", "cannot read '{}'", path);
-  return text;
-}
 
 TokenWindows::TokenWindows(std::vector<int32_t> ids, int64_t context, double heldout_fraction)
     : ids_(std::move(ids)), context_(context) {

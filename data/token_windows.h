@@ -15,9 +15,6 @@
 
 namespace attograd {
 
-// The whole file; IOError naming it when it cannot be read.
-std::string read_text_file(const std::string& path);
-
 // B windows of T + 1 tokens, split into the model's input and its
 // next-token target.
 struct LMBatch {

@@ -54,9 +54,3 @@ TEST(TokenWindows, TooLittleTextForTheContextIsAClearError) {
   expect_error<ValueError>([] { TokenWindows(counting(30), 2, 1.0); }, {"(0, 1)"});
 }
 
-TEST(TokenWindows, ReadTextFileNamesAMissingFile) {
-  TempDir dir("windows");
-  write_text(dir / "a.txt", "abc\n");
-  EXPECT_EQ(read_text_file(dir / "a.txt"), "abc\n");
-  expect_error<IOError>([&] { read_text_file(dir / "none.txt"); }, {"none.txt"});
-}

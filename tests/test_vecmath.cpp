@@ -19,6 +19,7 @@
 using namespace attograd;
 using attograd::testing::expect_close;
 using attograd::testing::uniform_leaf;
+using attograd::testing::expect_error;
 
 namespace {
 
@@ -85,6 +86,15 @@ double erf_ref(double v) { return std::erf(v); }
 TEST(VecMath, ScalarIsAlwaysThereAndTheChosenSetIsSupported) {
   ASSERT_NE(vecmath_for(VecIsa::scalar), nullptr);
   EXPECT_NE(vecmath_for(vecmath().isa), nullptr);
+}
+
+TEST(VecMath, NamesPickASetAndAnUnknownNameIsAnError) {
+  EXPECT_EQ(vecmath_named("scalar").isa, VecIsa::scalar);
+  for (VecIsa isa : {VecIsa::avx2, VecIsa::avx512}) {
+    const VecMath& m = vecmath_named(isa == VecIsa::avx2 ? "avx2" : "avx512");
+    EXPECT_EQ(m.isa, vecmath_for(isa) ? isa : vecmath().isa) << m.name;
+  }
+  expect_error<ValueError>([] { vecmath_named("avx1024"); }, {"vecmath", "avx1024", "scalar, avx2, avx512"});
 }
 
 // exp over its whole float range: results from the largest float down

@@ -43,6 +43,19 @@ def slope(xs, ys):
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
 
 
+def machine_line(kernel):
+    """CPU (model name, family, model), cores, OpenBLAS kernel and load: what every figure names."""
+    info = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    return (f"{info.get('model name', '?')} (family {info.get('cpu family', '?')}, model {info.get('model', '?')}), "
+            f"{os.cpu_count()} CPUs, OpenBLAS kernel {kernel}, load {load}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
@@ -53,17 +66,21 @@ def main():
     args = ap.parse_args()
     results = {}  # (axis flag, framework) -> [(x, step_ms, peak_rss_mb)]
     raw = []
+    kernel = "?"
     for flag, _, values in AXES:
         for i, x in enumerate(values):
             order = FRAMEWORKS if i % 2 == 0 else FRAMEWORKS[::-1]
             for fw in order:
                 line, rec = run(fw, flag, x, args)
                 raw.append(f"{line} sweep={flag}:{x}")
+                kernel = rec.get("kernel", kernel)
                 results.setdefault((flag, fw), []).append((x, float(rec["step_ms"]), float(rec["peak_rss_mb"])))
             print(f"sweep: {flag} {x} done", file=sys.stderr, flush=True)
+    machine = f"{machine_line(kernel)} at the end; {args.threads} thread(s) each"
+    print(f"\nsweep: {machine}")
     if args.raw:
         with open(args.raw, "w") as f:
-            f.write("\n".join(raw) + "\n")
+            f.write("\n".join(raw) + f"\n# {machine}\n")
     for flag, name, values in AXES:
         print(f"\n{name} (others at base):")
         print("| " + " | ".join([name] + [f"{fw} ms" for fw in FRAMEWORKS] + [f"{fw} MB" for fw in FRAMEWORKS]
@@ -96,6 +113,7 @@ def main():
                 ax.set_ylabel(what)
                 ax.grid(True, which="both", alpha=0.3)
                 ax.legend()
+    fig.suptitle(f"training step of base, one axis at a time: {machine}", fontsize=9)
     fig.tight_layout()
     fig.savefig(args.plot, dpi=90)
     print(f"\nsweep: plots in {args.plot}")

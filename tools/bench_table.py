@@ -159,7 +159,7 @@ def machine_rows(runs, machine):
                  ",".join(sorted(kernels.get("pytorch", {"-"}))), "", ""))
     torch_recs = [r for k, v in runs.items() if k[0] == "pytorch" for r in v]
     if torch_recs:
-        waits = sorted({f"{r['threads']} thr: {r['omp_wait']}" for r in torch_recs})
+        waits = sorted({f"{r['mode']} {r['threads']} thr: {r['omp_wait']}" for r in torch_recs})
         mkldnn = sorted({r["mkldnn"] for r in torch_recs}, reverse=True)
         rows.append(("PyTorch settings", "", f"OMP_WAIT_POLICY {', '.join(waits)}; interop threads "
                      f"{','.join(sorted({r['interop'] for r in torch_recs}))}; mkldnn {' and '.join(mkldnn)}"

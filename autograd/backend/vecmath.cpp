@@ -7,6 +7,7 @@
 
 #include <attograd/autograd/backend/blas_kernel.h>
 #include <attograd/autograd/backend/vecmath_isa.h>
+#include <attograd/autograd/error.h>
 
 namespace attograd {
 
@@ -37,17 +38,7 @@ const VecMath& best_supported() {
 
 const VecMath& choose() {
   const char* want = std::getenv("ATTOGRAD_VECMATH");
-  if (!want || !*want) return best_supported();
-  for (const VecMath* m : {&kScalar, &kAvx2, &kAvx512})
-    if (m->name == want) {
-      if (const VecMath* ok = vecmath_for(m->isa)) return *ok;
-      fmt::print(stderr, "attograd: warning: ATTOGRAD_VECMATH={} needs a CPU this one is not; using {}\n", want,
-                 best_supported().name);
-      return best_supported();
-    }
-  fmt::print(stderr, "attograd: warning: ATTOGRAD_VECMATH={} is none of scalar, avx2, avx512; using {}\n", want,
-             best_supported().name);
-  return best_supported();
+  return want && *want ? vecmath_named(want) : best_supported();
 }
 
 }  // namespace
@@ -60,6 +51,18 @@ const VecMath* vecmath_for(VecIsa isa) {
     case VecIsa::avx512: return f.avx512 && f.fma ? &kAvx512 : nullptr;
   }
   return nullptr;
+}
+
+const VecMath& vecmath_named(std::string_view name) {
+  for (const VecMath* m : {&kScalar, &kAvx2, &kAvx512})
+    if (m->name == name) {
+      if (const VecMath* ok = vecmath_for(m->isa)) return *ok;
+      fmt::print(stderr, "attograd: warning: ATTOGRAD_VECMATH={} needs a CPU this one is not; using {}\n", name,
+                 best_supported().name);
+      return best_supported();
+    }
+  fail<ValueError>("vecmath", "unknown kernel set '{}' (from ATTOGRAD_VECMATH); expected one of scalar, avx2, avx512; "
+                   "hint: unset it to use the widest set this CPU runs", name);
 }
 
 const VecMath& vecmath() {

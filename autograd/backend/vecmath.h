@@ -14,7 +14,7 @@
 // algorithm and give the same bits; the scalar fallback may differ from them
 // within the bound. ATTOGRAD_VECMATH=scalar|avx2|avx512 in the environment
 // picks a kernel set for A/B measurements (one the CPU lacks falls back to
-// the best it has).
+// the best it has, with a warning; any other name is a ValueError).
 //
 // Shape legend: y and x are n floats; y may alias x (in place).
 #pragma once
@@ -41,6 +41,11 @@ const VecMath* vecmath_for(VecIsa isa);
 
 // The set this process uses: the widest the CPU runs, or ATTOGRAD_VECMATH's.
 const VecMath& vecmath();
+
+// The set a name means ("scalar", "avx2", "avx512"), or the widest this CPU
+// runs when it lacks that one (with a warning on stderr); ValueError for any
+// other name. vecmath() reads ATTOGRAD_VECMATH through it.
+const VecMath& vecmath_named(std::string_view name);
 
 // Floats per call where a caller works through stack blocks (the row and
 // elementwise kernels): small enough to stay in L1 beside its inputs.

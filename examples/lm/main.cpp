@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include <attograd/autograd/io/safetensors.h>
 #include <attograd/data/lm_tokenizer.h>
 #include <attograd/data/token_windows.h>
 #include <attograd/dist/communicator.h>
@@ -111,11 +112,11 @@ std::string read_fortunes() {
                   "install fortunes-min fortunes), or pass --text FILE", kFortunesDir);
   std::sort(files.begin(), files.end());
   std::string text;
-  for (const auto& f : files) text += read_text_file(f);
+  for (const auto& f : files) text += read_file_bytes(f);
   return text;
 }
 
-std::string read_data(const std::string& path) { return path.empty() ? read_fortunes() : read_text_file(path); }
+std::string read_data(const std::string& path) { return path.empty() ? read_fortunes() : read_file_bytes(path); }
 
 GPTConfig model_from(const cxxopts::ParseResult& r) {
   GPTConfig c = default_model();
