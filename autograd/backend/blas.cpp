@@ -221,6 +221,17 @@ void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
   if (lib == GemmBackend::blas && std::is_same_v<T, float>)
     lib = routed_gemm_backend(M, N, K, trans_b, static_cast<float>(alpha), static_cast<float>(beta));
   if (lib == GemmBackend::openblas || !std::is_same_v<T, float>) warn_if_slow_blas_kernel();
+  if constexpr (std::is_same_v<T, float>) {
+    // libxsmm reads b only as stored [K, N]: a transposed b is copied once here, not once per piece.
+    thread_local std::vector<float> bt;
+    if (lib == GemmBackend::xsmm && trans_b && xsmm_supports(alpha, beta)) {
+      bt.resize(static_cast<size_t>(K * N));
+      xsmm_transpose_b(bt.data(), b, N, K, ldb);
+      b = bt.data();
+      trans_b = false;
+      ldb = N;
+    }
+  }
   const auto kernel = [lib](T* o, const T* a_, const T* b_, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
                             int64_t la, int64_t lb, int64_t lc, T al, T be) {
     library_gemm(lib, o, a_, b_, m, n, k, ta, tb, la, lb, lc, al, be);

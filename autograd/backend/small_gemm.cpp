@@ -52,8 +52,7 @@ void XsmmKernel::operator()(float* out, const float* a, const float* b) const {
   if (trans_b) {  // b [N, K] -> bt [K, N]
     thread_local std::vector<float> bt;
     bt.resize(static_cast<size_t>(K * N));
-    for (int64_t j = 0; j < N; ++j)
-      for (int64_t k = 0; k < K; ++k) bt[k * N + j] = b[j * ldb + k];
+    xsmm_transpose_b(bt.data(), b, N, K, ldb);
     b = bt.data();
   }
   fn_(b, a, out);  // row-major out = a·b is column-major outᵀ = bᵀ·aᵀ
@@ -89,6 +88,13 @@ XsmmKernel xsmm_kernel(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans
 }
 
 size_t xsmm_cached_kernels() { return xsmm_cache().size(); }
+
+void xsmm_transpose_b(float* bt, const float* b, int64_t N, int64_t K, int64_t ldb) {
+  init_xsmm();
+  // Column-major: b is [K, N] with ld ldb, bt is its [N, K] transpose with ld N.
+  libxsmm_otrans(bt, b, sizeof(float), static_cast<libxsmm_blasint>(K), static_cast<libxsmm_blasint>(N),
+                 static_cast<libxsmm_blasint>(ldb), static_cast<libxsmm_blasint>(N));
+}
 
 void blis_gemm(float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
                bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {

@@ -227,9 +227,12 @@ void bench_sgemm(const BenchConfig& c, int threads, int64_t warmup, int64_t step
                 g.K, g.trans_a, g.trans_b, g.trans_a ? g.M : g.K, g.trans_b ? g.K : g.N, g.N, g.alpha, g.beta);
   };
   std::vector<double> ms;
+  std::vector<std::vector<double>> shape_ms(gemms.size());
   for (int64_t i = 0; i < warmup + steps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (const bench::StepGemm& g : gemms)
+    double dt = 0;
+    for (size_t s = 0; s < gemms.size(); ++s) {
+      const bench::StepGemm& g = gemms[s];
+      const auto t0 = std::chrono::steady_clock::now();
       for (int64_t call = 0; call < g.calls; ++call) {
         if (g.heads == 1) {
           run(g, 0);
@@ -239,12 +242,26 @@ void bench_sgemm(const BenchConfig& c, int threads, int64_t warmup, int64_t step
           for (int64_t h = first; h < last; ++h) run(g, h);
         });
       }
-    const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (i >= warmup) shape_ms[s].push_back(t);
+      dt += t;
+    }
     if (i >= warmup) ms.push_back(dt);
   }
   const double step_ms = median(ms);
   fmt::print("{} steps={} step_ms={:.3f} gflops={:.2f}\n", prefix("sgemm", c, threads, kernel), steps, step_ms,
              bench::gemm_flops(gemms) / (step_ms / 1e3) / 1e9);
+  // Per shape, on lines of their own (scripts/bench reads only the line above).
+  for (size_t s = 0; s < gemms.size(); ++s) {
+    const bench::StepGemm& g = gemms[s];
+    const double t = median(shape_ms[s]);
+    fmt::print("  gemm {}x{}x{} {}{} calls={} heads={} library={} ms={:.3f} share={:.1f}% gflops={:.2f}\n", g.M, g.N,
+               g.K, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.calls, g.heads,
+               gemm_backend_name(gemm_backend() == GemmBackend::blas
+                                     ? routed_gemm_backend(g.M, g.N, g.K, g.trans_b, g.alpha, g.beta)
+                                     : gemm_backend()), t,
+               100 * t / step_ms, bench::gemm_flops({g}) / (t / 1e3) / 1e9);
+  }
 }
 
 // --d-model, --len and --batch replace the config's values.
