@@ -1,5 +1,6 @@
 #include <attograd/autograd/backend/small_gemm.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -90,10 +91,12 @@ XsmmKernel xsmm_kernel(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans
 size_t xsmm_cached_kernels() { return xsmm_cache().size(); }
 
 void xsmm_transpose_b(float* bt, const float* b, int64_t N, int64_t K, int64_t ldb) {
-  init_xsmm();
-  // Column-major: b is [K, N] with ld ldb, bt is its [N, K] transpose with ld N.
-  libxsmm_otrans(bt, b, sizeof(float), static_cast<libxsmm_blasint>(K), static_cast<libxsmm_blasint>(N),
-                 static_cast<libxsmm_blasint>(ldb), static_cast<libxsmm_blasint>(N));
+  // In 16×16 tiles, so both sides of each tile stay in L1.
+  constexpr int64_t kTile = 16;
+  for (int64_t j0 = 0; j0 < N; j0 += kTile)
+    for (int64_t k0 = 0; k0 < K; k0 += kTile)
+      for (int64_t j = j0, j1 = std::min(N, j0 + kTile); j < j1; ++j)
+        for (int64_t k = k0, k1 = std::min(K, k0 + kTile); k < k1; ++k) bt[k * N + j] = b[j * ldb + k];
 }
 
 void blis_gemm(float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,

@@ -60,7 +60,7 @@ XsmmKernel xsmm_kernel(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans
 size_t xsmm_cached_kernels();
 
 // bt [K, N] (row-major, ld N) = the stored b [N, K] (rows ldb apart) transposed,
-// with libxsmm's transpose kernels: how a transposed b reaches a libxsmm kernel.
+// in tiles: how a transposed b reaches a libxsmm kernel.
 void xsmm_transpose_b(float* bt, const float* b, int64_t N, int64_t K, int64_t ldb);
 
 // BLIS' sgemm on one thread, blas.h's contract.
