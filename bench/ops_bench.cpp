@@ -264,7 +264,7 @@ void gemm_shapes(benchmark::internal::Benchmark* bm) {
 // GEMM layer's 4 row pieces, `batch` products over the pool. Arg 0 is how it
 // ran before: each piece a libxsmm kernel made for the transposed b, which
 // copies b transposed on every call (4 copies per product); arg 1 is
-// gemm<float> now: b copied once with libxsmm's transpose, then the pieces.
+// gemm<float> now: b copied once (in tiles), then the pieces.
 void BM_xsmm_transposed_b(benchmark::State& s) {
   const bool once = s.range(0) == 1;
   const int64_t M = s.range(1), N = s.range(2), K = s.range(3), batch = s.range(4);
