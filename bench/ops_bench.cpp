@@ -32,6 +32,7 @@
 
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/backend/small_gemm.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/backend/vecmath.h>
 #include <attograd/autograd/generator.h>
@@ -259,8 +260,44 @@ void gemm_shapes(benchmark::internal::Benchmark* bm) {
     }
 }
 
+// A transposed b on libxsmm, out [M, N] = a [M, K] @ b [N, K]ᵀ cut into the
+// GEMM layer's 4 row pieces, `batch` products over the pool. Arg 0 is how it
+// ran before: each piece a libxsmm kernel made for the transposed b, which
+// copies b transposed on every call (4 copies per product); arg 1 is
+// gemm<float> now: b copied once (in tiles), then the pieces.
+void BM_xsmm_transposed_b(benchmark::State& s) {
+  const bool once = s.range(0) == 1;
+  const int64_t M = s.range(1), N = s.range(2), K = s.range(3), batch = s.range(4);
+  Generator gen(1);
+  const std::vector<float> a = Tensor::randn({batch * M * K}, gen).to_vector<float>();
+  const std::vector<float> b = Tensor::randn({batch * N * K}, gen).to_vector<float>();
+  std::vector<float> c(batch * M * N);
+  const GemmBackendGuard use(GemmBackend::xsmm);
+  const int64_t piece = M / 4;
+  for (auto _ : s) {
+    parallel_for(batch, 1, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) {
+        float* o = c.data() + i * M * N;
+        const float *pa = a.data() + i * M * K, *pb = b.data() + i * N * K;
+        if (once) {
+          gemm<float>(o, pa, pb, M, N, K, false, true, K, K, N, 1.f, 0.f);
+          continue;
+        }
+        const XsmmKernel kernel = xsmm_kernel(piece, N, K, false, true, K, K, N, 1.f, 0.f);
+        for (int64_t p = 0; p < 4; ++p) kernel(o + p * piece * N, pa + p * piece * K, pb);
+      }
+    });
+    benchmark::DoNotOptimize(c.data());
+  }
+  s.counters["GFLOPs"] = benchmark::Counter(2.0 * M * N * K * batch * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  s.SetLabel(once ? "copy once, gemm<float>" : "copy per piece (before)");
+}
+
 }  // namespace
 
+BENCHMARK(BM_xsmm_transposed_b)->ArgNames({"once", "M", "N", "K", "batch"})
+    ->ArgsProduct({{0, 1}, {256}, {256}, {32}, {64}})->Args({0, 1024, 64, 64, 1})->Args({1, 1024, 64, 64, 1})
+    ->Unit(benchmark::kMicrosecond)->MeasureProcessCPUTime();
 BENCHMARK(BM_gemm)->ArgNames({"lib", "M", "N", "K", "trans", "batch", "threads"})->Apply(gemm_shapes)
     ->Unit(benchmark::kMicrosecond)->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_linear)->ArgName("backward")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);

@@ -95,15 +95,20 @@ constexpr int64_t kPieceAlign = 32;  // OpenBLAS' AVX-512 register blocking
 
 // out [M, N] in pieces: by rows of op(a) when M >= N, else by columns of
 // op(b); each piece is an ordinary single-threaded BLAS call on sub-matrices
-// (pointer offsets, same leading dims).
+// (pointer offsets, same leading dims). Each pool thread claims the next
+// unclaimed piece until none is left, so a thread that starts late (a worker
+// waking up, or descheduled on a busy machine) takes fewer pieces instead of
+// holding the others up; which thread runs a piece never changes its numbers.
 template <class T, class Kernel>
 void gemm_in_pieces(const Kernel& kernel, T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool ta,
                     bool tb, int64_t lda, int64_t ldb, int64_t ldc, T alpha, T beta) {
   const bool by_rows = M >= N;
   const int64_t extent = by_rows ? M : N;
   const int64_t piece_len = (extent + kPieces * kPieceAlign - 1) / (kPieces * kPieceAlign) * kPieceAlign;
-  parallel_for(block_count(extent, piece_len), 1, [&](int64_t first, int64_t last) {
-    for (int64_t piece = first; piece < last; ++piece) {
+  const int64_t pieces = block_count(extent, piece_len);
+  std::atomic<int64_t> next{0};
+  parallel_for(std::min<int64_t>(pieces, num_threads()), 1, [&](int64_t, int64_t) {
+    for (int64_t piece; (piece = next.fetch_add(1, std::memory_order_relaxed)) < pieces;) {
       const int64_t lo = piece * piece_len, n = std::min(extent, lo + piece_len) - lo;
       if (by_rows)  // rows lo.. of op(a) and of out
         kernel(out + lo * ldc, ta ? a + lo : a + lo * lda, b, n, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
@@ -221,6 +226,17 @@ void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
   if (lib == GemmBackend::blas && std::is_same_v<T, float>)
     lib = routed_gemm_backend(M, N, K, trans_b, static_cast<float>(alpha), static_cast<float>(beta));
   if (lib == GemmBackend::openblas || !std::is_same_v<T, float>) warn_if_slow_blas_kernel();
+  if constexpr (std::is_same_v<T, float>) {
+    // libxsmm reads b only as stored [K, N]: a transposed b is copied once here, not once per piece.
+    thread_local std::vector<float> bt;
+    if (lib == GemmBackend::xsmm && trans_b && xsmm_supports(alpha, beta)) {
+      bt.resize(static_cast<size_t>(K * N));
+      xsmm_transpose_b(bt.data(), b, N, K, ldb);
+      b = bt.data();
+      trans_b = false;
+      ldb = N;
+    }
+  }
   const auto kernel = [lib](T* o, const T* a_, const T* b_, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
                             int64_t la, int64_t lb, int64_t lc, T al, T be) {
     library_gemm(lib, o, a_, b_, m, n, k, ta, tb, la, lb, lc, al, be);

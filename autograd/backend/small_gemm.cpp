@@ -1,5 +1,6 @@
 #include <attograd/autograd/backend/small_gemm.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -52,8 +53,7 @@ void XsmmKernel::operator()(float* out, const float* a, const float* b) const {
   if (trans_b) {  // b [N, K] -> bt [K, N]
     thread_local std::vector<float> bt;
     bt.resize(static_cast<size_t>(K * N));
-    for (int64_t j = 0; j < N; ++j)
-      for (int64_t k = 0; k < K; ++k) bt[k * N + j] = b[j * ldb + k];
+    xsmm_transpose_b(bt.data(), b, N, K, ldb);
     b = bt.data();
   }
   fn_(b, a, out);  // row-major out = a·b is column-major outᵀ = bᵀ·aᵀ
@@ -89,6 +89,15 @@ XsmmKernel xsmm_kernel(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans
 }
 
 size_t xsmm_cached_kernels() { return xsmm_cache().size(); }
+
+void xsmm_transpose_b(float* bt, const float* b, int64_t N, int64_t K, int64_t ldb) {
+  // In 16×16 tiles, so both sides of each tile stay in L1.
+  constexpr int64_t kTile = 16;
+  for (int64_t j0 = 0; j0 < N; j0 += kTile)
+    for (int64_t k0 = 0; k0 < K; k0 += kTile)
+      for (int64_t j = j0, j1 = std::min(N, j0 + kTile); j < j1; ++j)
+        for (int64_t k = k0, k1 = std::min(K, k0 + kTile); k < k1; ++k) bt[k * N + j] = b[j * ldb + k];
+}
 
 void blis_gemm(float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
                bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {

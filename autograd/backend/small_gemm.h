@@ -12,8 +12,10 @@
 // with beta = 0 scales out afterwards, and the rest (alpha ≠ 1 with beta = 1)
 // gets an empty XsmmKernel: the caller picks another library. Nor can it read
 // a transposed b (row-major; its column-major "trans A"): such a b is first
-// copied transposed into a per-thread buffer (K·N floats, cheap next to the
-// K·M·N product at the shapes routed here).
+// copied transposed (xsmm_transpose_b; K·N floats, cheap next to the K·M·N
+// product at the shapes routed here). gemm<float>() makes that copy once
+// before it cuts a product into pieces; a kernel made for a transposed b
+// copies into a per-thread buffer on every call.
 // BLIS (bli_sgemm, the typed API with row and column strides) takes every
 // combination.
 //
@@ -56,6 +58,10 @@ XsmmKernel xsmm_kernel(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans
 
 // How many kernels the calling thread's cache holds (one per call shape seen).
 size_t xsmm_cached_kernels();
+
+// bt [K, N] (row-major, ld N) = the stored b [N, K] (rows ldb apart) transposed,
+// in tiles: how a transposed b reaches a libxsmm kernel.
+void xsmm_transpose_b(float* bt, const float* b, int64_t N, int64_t K, int64_t ldb);
 
 // BLIS' sgemm on one thread, blas.h's contract.
 void blis_gemm(float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,

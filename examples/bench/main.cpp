@@ -6,6 +6,7 @@
 //   mpirun -np N bench --data-parallel [--config base] [--threads 1] ...
 //   bench [--config base] [--d-model N] [--len N] [--batch N] ...   (shapes of scripts/bench --sweep)
 //   bench --decode [--lengths 32,128] [--decode-batch 64] [--repeats 3] [--no-cache-up-to N]
+//   bench --sgemm-rate [--config base] [--threads 1,2] ...   (the step's GEMMs alone)
 //
 // Shape legend: B batch, L sequence length (S = T = L), E d_model, F d_ff,
 // V vocab, H heads, N_e / N_d encoder / decoder layers, N GPT blocks.
@@ -17,6 +18,7 @@
 //   bench framework=attograd mode=train config=tiny threads=1 kernel=Cooperlake steps=50 step_ms=… tok_s=… gflops=… peak_rss_mb=…
 //   bench framework=attograd mode=dp config=base procs=2 threads=1 kernel=… steps=50 step_ms=… tok_s=… allreduce_ms=… allreduce_pct=… peak_rss_mb=…
 //   bench framework=attograd mode=decode config=base threads=1 kernel=… batch=64 len=32 cache=yes ms=… tok_s=… peak_rss_mb=… same=yes
+//   bench framework=attograd mode=sgemm config=base threads=2 kernel=… steps=50 step_ms=… gflops=…
 // tok_s counts target tokens (B·L per training step, B·len per decode).
 // peak_rss_mb is the process's peak resident set so far (getrusage), so
 // scripts/bench runs one configuration per process.
@@ -29,6 +31,13 @@
 // batch's tok/s and the median time per step inside the reducer
 // (GradientReducer::seconds(): packing, starting, waiting, unpacking), also
 // as a percentage of the median step.
+//
+// --sgemm-rate runs only the step's matrix products (bench::step_gemms: every
+// forward and backward GEMM of a training step at its shape, the per-head
+// ones B·H side by side on the pool as the fused attention issues them)
+// through gemm<float> on random data, and reports their FLOP rate: the
+// ceiling the model's GFLOP/s are measured against (scripts/bench prints the
+// share at the same thread count).
 //
 // Model FLOPs (matmul FLOPs only, 2 per multiply-add; a training step counts
 // 3× the forward: backward computes two products per forward product):
@@ -50,6 +59,7 @@
 #include <fmt/format.h>
 
 #include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/dist/communicator.h>
 #include <attograd/dist/reducer.h>
@@ -196,6 +206,64 @@ void bench_decode(const BenchConfig& c, int threads, int64_t batch, const std::v
   }
 }
 
+// The step's GEMMs alone, timed like a training step; see the header comment.
+void bench_sgemm(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed) {
+  const std::string kernel = configure_threads(threads);
+  const std::vector<bench::StepGemm> gemms = bench::step_gemms(c);
+  int64_t na = 0, nb = 0, nout = 0;
+  for (const bench::StepGemm& g : gemms) {
+    na = std::max(na, g.heads * g.M * g.K);
+    nb = std::max(nb, g.heads * g.K * g.N);
+    nout = std::max(nout, g.heads * g.M * g.N);
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  std::vector<float> a(na), b(nb), out(nout);
+  for (auto* v : {&a, &b, &out})
+    for (float& x : *v) x = uni(rng);
+  auto run = [&](const bench::StepGemm& g, int64_t head) {
+    // Contiguous operands: op(a) [M, K], op(b) [K, N], stored transposed where flagged.
+    gemm<float>(out.data() + head * g.M * g.N, a.data() + head * g.M * g.K, b.data() + head * g.K * g.N, g.M, g.N,
+                g.K, g.trans_a, g.trans_b, g.trans_a ? g.M : g.K, g.trans_b ? g.K : g.N, g.N, g.alpha, g.beta);
+  };
+  std::vector<double> ms;
+  std::vector<std::vector<double>> shape_ms(gemms.size());
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    double dt = 0;
+    for (size_t s = 0; s < gemms.size(); ++s) {
+      const bench::StepGemm& g = gemms[s];
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t call = 0; call < g.calls; ++call) {
+        if (g.heads == 1) {
+          run(g, 0);
+          continue;
+        }
+        parallel_for(g.heads, 1, [&](int64_t first, int64_t last) {
+          for (int64_t h = first; h < last; ++h) run(g, h);
+        });
+      }
+      const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (i >= warmup) shape_ms[s].push_back(t);
+      dt += t;
+    }
+    if (i >= warmup) ms.push_back(dt);
+  }
+  const double step_ms = median(ms);
+  fmt::print("{} steps={} step_ms={:.3f} gflops={:.2f}\n", prefix("sgemm", c, threads, kernel), steps, step_ms,
+             bench::gemm_flops(gemms) / (step_ms / 1e3) / 1e9);
+  // Per shape, on lines of their own (scripts/bench reads only the line above).
+  for (size_t s = 0; s < gemms.size(); ++s) {
+    const bench::StepGemm& g = gemms[s];
+    const double t = median(shape_ms[s]);
+    fmt::print("  gemm {}x{}x{} {}{} calls={} heads={} library={} ms={:.3f} share={:.1f}% gflops={:.2f}\n", g.M, g.N,
+               g.K, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.calls, g.heads,
+               gemm_backend_name(gemm_backend() == GemmBackend::blas
+                                     ? routed_gemm_backend(g.M, g.N, g.K, g.trans_b, g.alpha, g.beta)
+                                     : gemm_backend()), t,
+               100 * t / step_ms, bench::gemm_flops({g}) / (t / 1e3) / 1e9);
+  }
+}
+
 // --d-model, --len and --batch replace the config's values.
 void override_shape(BenchConfig& c, const cxxopts::ParseResult& r) {
   if (r.count("d-model")) {
@@ -248,6 +316,7 @@ int main(int argc, char** argv) {
         ("batch", "override the config's batch", cxxopts::value<int64_t>())
         ("data-parallel", "train as the Trainer does across the processes of mpirun (dist::world()), timing the allreduce")
         ("decode", "time greedy decoding on the base model instead of training")
+        ("sgemm-rate", "time only the training step's matrix products, at their shapes (the GFLOP/s ceiling)")
         ("lengths", "decode lengths", cxxopts::value<std::string>()->default_value("32,128"))
         ("decode-batch", "sequences decoded at once", cxxopts::value<int64_t>()->default_value("64"))
         ("repeats", "timed decode runs per setting (median reported)", cxxopts::value<int64_t>()->default_value("3"))
@@ -278,7 +347,7 @@ int main(int argc, char** argv) {
       for (int t : threads) bench_decode(which == "tiny" ? bench::kTiny : bench::kBase, t, batch, lengths, repeats, no_cache_up_to, seed);
       return 0;
     }
-    const auto train = r.count("data-parallel") ? bench_data_parallel : bench_train;
+    const auto train = r.count("sgemm-rate") ? bench_sgemm : r.count("data-parallel") ? bench_data_parallel : bench_train;
     for (const BenchConfig& c : configs)
       for (int t : threads) train(c, t, warmup, steps, seed);
     return 0;

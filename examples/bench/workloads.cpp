@@ -1,5 +1,6 @@
 #include "examples/bench/workloads.h"
 
+#include <cmath>
 #include <vector>
 
 #include <attograd/autograd/ops/loss.h>
@@ -72,6 +73,42 @@ double forward_flops(const BenchConfig& c) {
   if (c.arch == Arch::gpt) return n * self_layer + head;
   const double cross = 8 * B * L * E * E + 4 * B * L * L * E;
   return n * self_layer + n * (self_layer + cross) + head;
+}
+
+std::vector<StepGemm> step_gemms(const BenchConfig& c) {
+  const int64_t R = c.batch * c.len, L = c.len, E = c.d_model, F = c.d_ff, D = c.d_model / c.heads;
+  const bool gpt = c.arch == Arch::gpt;
+  // Linear layers I -> O, `n` of them per step; the GPT's lm_head has no bias.
+  std::vector<StepGemm> out;
+  auto linear = [&](int64_t n, int64_t I, int64_t O, bool bias) {
+    out.push_back({n, 1, R, O, I, false, true, 1.f, bias ? 1.f : 0.f});  // out = x Wᵀ (+ bias rows)
+    out.push_back({n, 1, R, I, O, false, false, 1.f, 0.f});              // dx = grad W
+    out.push_back({n, 1, O, I, R, true, false, 1.f, 0.f});               // dW = gradᵀ x
+  };
+  const int64_t attentions = gpt ? c.layers : 3 * c.layers;  // encoder self; decoder self and cross
+  linear(4 * attentions, E, E, true);                         // q, k, v, out projections
+  linear(gpt ? c.layers : 2 * c.layers, E, F, true);          // FFN
+  linear(gpt ? c.layers : 2 * c.layers, F, E, true);
+  linear(1, E, c.vocab, !gpt);                                // generator / lm_head
+  const int64_t heads = c.batch * c.heads;
+  const float scale = 1.f / std::sqrt(static_cast<float>(D));
+  for (const StepGemm& g : std::vector<StepGemm>{
+           {attentions, heads, L, L, D, false, true, scale, 0.f},  // S = scale · Q Kᵀ
+           {attentions, heads, L, D, L, false, false, 1.f, 0.f},   // O = P V
+           {attentions, heads, L, D, L, true, false, 1.f, 0.f},    // dV = Pᵀ dO
+           {attentions, heads, L, L, D, false, true, 1.f, 0.f},    // dP = dO Vᵀ
+           {attentions, heads, L, D, L, false, false, scale, 0.f}, // dQ = scale · dS K
+           {attentions, heads, L, D, L, true, false, scale, 0.f},  // dK = scale · dSᵀ Q
+       })
+    out.push_back(g);
+  return out;
+}
+
+double gemm_flops(const std::vector<StepGemm>& gemms) {
+  double flops = 0;
+  for (const StepGemm& g : gemms)
+    flops += 2.0 * static_cast<double>(g.calls * g.heads) * static_cast<double>(g.M * g.N * g.K);
+  return flops;
 }
 
 TransformerConfig seq2seq_config(const BenchConfig& b) {

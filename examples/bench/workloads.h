@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <attograd/autograd/tensor.h>
 #include <attograd/nn/module.h>
@@ -41,6 +42,24 @@ inline const BenchConfig kLm{"lm", Arch::gpt, 114, 128, 32, 128, 4, 512, 4};
 
 // Forward matmul FLOPs of one batch (see examples/bench/main.cpp's header).
 double forward_flops(const BenchConfig& c);
+
+// One GEMM shape of a training step as the model issues it to gemm<float>
+// (autograd/backend/blas.h's arguments, operands contiguous): `calls` times
+// per step, each call `heads` independent products side by side on the pool
+// (B·H for the fused attention's per-head products, 1 for a linear layer).
+struct StepGemm {
+  int64_t calls, heads, M, N, K;
+  bool trans_a, trans_b;
+  float alpha, beta;
+};
+
+// Every matmul of a training step, forward and backward, by shape: each
+// linear layer x [R, I] -> [R, O] (R = B·L) gives x Wᵀ (NT, beta 1 with a
+// bias), dx = grad W (NN) and dW = gradᵀ x (TN); each attention gives per
+// head S = scale·Q Kᵀ, O = P V, dV = Pᵀ dO, dP = dO Vᵀ, dQ = scale·dS K and
+// dK = scale·dSᵀ Q ([L, L] by D). Their FLOPs are 3 × forward_flops(c).
+std::vector<StepGemm> step_gemms(const BenchConfig& c);
+double gemm_flops(const std::vector<StepGemm>& gemms);
 
 // The Seq2SeqTransformer of a seq2seq config (dropout 0).
 TransformerConfig seq2seq_config(const BenchConfig& c);
