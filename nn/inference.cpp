@@ -20,11 +20,24 @@
 
 namespace attograd {
 
+// A linear layer as the lean step multiplies by it: W [O, I] (several layers'
+// W [O_i, I] stacked along O for the packed q | k | v), also transposed, and b [O].
+struct LeanLinear {
+  Tensor w;   // [O, I], the graph's operand
+  Tensor wt;  // [I, O] = Wᵀ
+  Tensor b;   // [O], undefined without biases
+};
+
+// One layer's weights (cross_* undefined for a GPT block).
+struct LeanLayer {
+  LeanLinear qkv, out, cross_q, cross_out, ff1, ff2;
+};
+
 struct LeanState {
   std::optional<int64_t> rows; // B the buffers are sized for (none before the first step)
   DType dtype = DType::f32;    // the weights' dtype
-  std::vector<Tensor> qkv_w;   // per layer: the self-attention's q, k, v weights packed, [W, E]
-  std::vector<Tensor> qkv_b;   // per layer: their biases packed, [W] (undefined without biases)
+  std::vector<LeanLayer> layers;
+  LeanLinear head;             // the generator / lm_head [E, V]
   Tensor stream;               // [B, E] the residual stream
   Tensor qkv;                  // [B, W] self-attention q | k | v
   Tensor heads;                // [B, H·D] attention output, heads merged
@@ -41,14 +54,34 @@ bool no_observer(const MultiHeadAttention& m) { return !m.observer; }
 template <class T>
 const T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 
-// out [rows, O] = x [rows, I] · wᵀ + b, as linear() computes it: the bias
-// copied into every row first, then one GEMM adds the product (beta = 1).
+// Whether gemm<T> runs this product on libxsmm, whose kernels read a
+// transposed b only through a copy made on every call (small_gemm.h).
 template <class T>
-void linear_rows(T* out, const T* x, int64_t rows, const Tensor& w, const Tensor& b) {
-  const int64_t O = w.size(0), I = w.size(1);
-  if (const T* pb = ptr<T>(b))
+bool on_xsmm(int64_t M, int64_t N, int64_t K, bool trans_b, T alpha, T beta) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    const GemmBackend lib = gemm_backend();
+    return lib == GemmBackend::xsmm ||
+           (lib == GemmBackend::blas && routed_gemm_backend(M, N, K, trans_b, alpha, beta) == GemmBackend::xsmm);
+  }
+}
+
+// out [rows, O] = x [rows, I] · Wᵀ + b, as linear() computes it: the bias
+// copied into every row first, then one GEMM adds the product (beta = 1).
+// Where libxsmm runs it, the GEMM reads Wᵀ untransposed (wt); elsewhere it
+// takes the graph's operand W, which OpenBLAS packs either way, so there the
+// bits stay the graph's.
+template <class T>
+void linear_rows(T* out, const T* x, int64_t rows, const LeanLinear& l) {
+  const int64_t O = l.w.size(0), I = l.w.size(1);
+  const T beta = l.b.defined() ? T(1) : T(0);
+  if (const T* pb = ptr<T>(l.b))
     for (int64_t r = 0; r < rows; ++r) std::copy(pb, pb + O, out + r * O);
-  gemm<T>(out, x, w.data<T>(), rows, O, I, false, true, I, I, O, T(1), b.defined() ? T(1) : T(0));
+  if (on_xsmm<T>(rows, O, I, false, T(1), beta))
+    gemm<T>(out, x, l.wt.data<T>(), rows, O, I, false, false, I, O, O, T(1), beta);
+  else
+    gemm<T>(out, x, l.w.data<T>(), rows, O, I, false, true, I, I, O, T(1), beta);
 }
 
 // x [n] += y [n], the residual add (add's x + y).
@@ -57,35 +90,82 @@ void add_into(T* x, const T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] + y[i];
 }
 
-// The graph's W [out, in] weights of q, k, v stacked into one [W, E] (and the biases into [W]).
-void pack_qkv(const MultiHeadAttention& m, Tensor& w, Tensor& b) {
+// dst [cols, rows] (rows ldd apart) = src [rows, cols]ᵀ, in tiles that stay in cache.
+template <class T>
+void transpose_into(T* dst, int64_t ldd, const T* src, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+        for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r) dst[c * ldd + r] = src[r * cols + c];
+}
+
+// The weights W [O_i, I] of `parts` stacked along O into w [ΣO_i, I] (one
+// part: its own weight, shared) and transposed into wt; their biases into b.
+LeanLinear transposed(std::initializer_list<const Linear*> parts) {
   NoGradGuard no_grad;
-  const Linear* parts[] = {m.q_proj.get(), m.k_proj.get(), m.v_proj.get()};
-  int64_t rows = 0;
-  for (const Linear* l : parts) rows += l->out_features;
-  w = Tensor::empty({rows, m.embed_dim}, m.q_proj->weight.dtype());
-  if (m.q_proj->bias.defined()) b = Tensor::empty({rows}, w.dtype());
+  const Linear& first = **parts.begin();
+  int64_t O = 0;
+  for (const Linear* l : parts) O += l->out_features;
+  const DType dt = first.weight.dtype();
+  LeanLinear t{parts.size() == 1 ? first.weight : Tensor::empty({O, first.in_features}, dt),
+               Tensor::empty({first.in_features, O}, dt), parts.size() == 1 ? first.bias : Tensor()};
+  if (parts.size() > 1 && first.bias.defined()) t.b = Tensor::empty({O}, dt);
   int64_t at = 0;
   for (const Linear* l : parts) {
-    w.narrow(0, at, l->out_features).copy_(l->weight);
-    if (b.defined()) b.narrow(0, at, l->out_features).copy_(l->bias);
+    if (parts.size() > 1) {
+      t.w.narrow(0, at, l->out_features).copy_(l->weight);
+      if (t.b.defined()) t.b.narrow(0, at, l->out_features).copy_(l->bias);
+    }
+    dispatch_float(dt, "lean decode", [&]<class T>() {
+      transpose_into(t.wt.data<T>() + at, O, l->weight.data<T>(), l->out_features, l->in_features);
+    });
     at += l->out_features;
   }
+  return t;
+}
+
+LeanLayer self_attention_weights(const MultiHeadAttention& m) {
+  return {.qkv = transposed({m.q_proj.get(), m.k_proj.get(), m.v_proj.get()}), .out = transposed({m.out_proj.get()})};
+}
+
+void feed_forward_weights(LeanLayer& l, const FeedForward& ff) {
+  l.ff1 = transposed({ff.linear1.get()});
+  l.ff2 = transposed({ff.linear2.get()});
+}
+
+// The seq2seq decoder's weights, transposed.
+void pack_weights(LeanState& s, const Seq2SeqTransformer& model) {
+  s.layers.clear();
+  for (const auto& dl : *model.decoder->layers) {
+    LeanLayer l = self_attention_weights(*dl->self_attn);
+    l.cross_q = transposed({dl->cross_attn->q_proj.get()});
+    l.cross_out = transposed({dl->cross_attn->out_proj.get()});
+    feed_forward_weights(l, *dl->ff);
+    s.layers.push_back(std::move(l));
+  }
+  s.head = transposed({model.generator.get()});
+}
+
+// The GPT's weights, transposed.
+void pack_weights(LeanState& s, const GPT& model) {
+  s.layers.clear();
+  for (const auto& blk : *model.blocks) {
+    LeanLayer l = self_attention_weights(*blk->attn);
+    feed_forward_weights(l, *blk->mlp);
+    s.layers.push_back(std::move(l));
+  }
+  s.head = transposed({model.lm_head.get()});
 }
 
 // Buffers for B rows; weights packed on the first call.
-template <class Layer>
-LeanState& state_for(KVCache& cache, const std::vector<Layer>& layers, int64_t B, int64_t E, int64_t F, int64_t V,
-                     DType dtype) {
+template <class Model>
+LeanState& state_for(KVCache& cache, const Model& model, int64_t B, int64_t E, int64_t F, int64_t V, DType dtype) {
   if (!cache.lean) cache.lean = std::make_shared<LeanState>();
   LeanState& s = *cache.lean;
-  if (s.qkv_w.empty() || s.dtype != dtype) {
-    s.qkv_w.assign(layers.size(), Tensor());
-    s.qkv_b.assign(layers.size(), Tensor());
-    for (size_t i = 0; i < layers.size(); ++i) pack_qkv(*layers[i], s.qkv_w[i], s.qkv_b[i]);
-  }
+  if (s.layers.empty() || s.dtype != dtype) pack_weights(s, model);
   if (s.rows != B || s.dtype != dtype) {
-    const int64_t W = s.qkv_w[0].size(0);
+    const int64_t W = s.layers[0].qkv.wt.size(1);
     s.stream = Tensor::empty({B, E}, dtype);
     s.qkv = Tensor::empty({B, W}, dtype);
     s.heads = Tensor::empty({B, E}, dtype);
@@ -111,14 +191,59 @@ PaddingRows padding_rows(const Tensor& kpm) {
   return {kpm.data<bool>(), kpm.strides()[0], kpm.strides()[1]};
 }
 
-// heads [B, H·D] = per (b, h): softmax(scale · q_h K_gᵀ, padding -∞) V_g, with
-// q [B, ≥ H·D] rows ldq apart and K, V the cache's [B, G, t, D]. The R query
-// heads of group g are rows of one [R, D] matrix, so each group takes two GEMMs.
+// The batch rows [first, first + n) one pool task takes through a whole step.
+struct Rows {
+  int64_t first = 0, n = 0;
+};
+
+// A step's rows never meet (each row attends to its own cache rows only), so
+// the step is cut into blocks of at most this many rows, as even as the cut
+// allows, and each block runs every layer for its rows as one task on the
+// pool: the pool joins once per step instead of once per product. Inside a
+// task the products, heads and layer-norm rows run inline (nested loops do).
+// The cut depends on B only, never on the thread count, so the products'
+// shapes, and with them the numbers, are the same on any number of threads.
+constexpr int64_t kRowsPerTask = 32;
+
+// f(rows) for every block of the rows [0, B), the blocks across the pool,
+// grad mode off in every task (it is per thread). A single block runs inline,
+// its loops on the pool as usual.
+template <class F>
+void for_row_tasks(int64_t B, const F& f) {
+  const int64_t blocks = block_count(B, kRowsPerTask);
+  parallel_for(blocks, 1, [&](int64_t first, int64_t last) {
+    NoGradGuard no_grad;
+    for (int64_t i = first; i < last; ++i) {
+      const int64_t lo = i * B / blocks, hi = (i + 1) * B / blocks;
+      f(Rows{lo, hi - lo});
+    }
+  });
+}
+
+// Room for t more columns of every head's scores (the buffer only grows).
+void reserve_scores(LeanState& s, int64_t H, int64_t t) {
+  if (!s.scores.defined() || s.scores.size(1) < H * t)
+    s.scores = Tensor::empty({*s.rows, H * std::max<int64_t>(2 * t, 16)}, s.dtype);
+}
+
+// Room for this step's K/V row in a self-attention cache; the step's t (this row included).
+int64_t reserve_step_row(LeanState& s, const MultiHeadAttention& m, AttentionCache& c) {
+  c.reserve(*s.rows, m.num_kv_heads, m.head_dim, 1, s.dtype);
+  reserve_scores(s, m.num_heads, c.length + 1);
+  return c.length + 1;
+}
+
+// heads [B, H·D] = per (b, h): softmax(scale · q_h K_gᵀ, padding -∞) V_g for
+// the rows b of `rows`, with q [B, ≥ H·D] rows ldq apart and K, V the cache's
+// [B, G, ≥ t, D] (its first t rows). The R query heads of group g are rows of
+// one [R, D] matrix, so each group takes two GEMMs. With one query head per
+// group (R = 1) the scores are taken as the column K_g q_hᵀ [t, 1], the same
+// t dot products, where libxsmm runs the products: it would copy K_g
+// transposed on every call.
 template <class T>
-void attend(LeanState& s, const MultiHeadAttention& m, const T* q, int64_t ldq, const AttentionCache& c,
-            const PaddingRows& pad, int64_t B) {
-  const int64_t H = m.num_heads, G = m.num_kv_heads, D = m.head_dim, R = H / G, t = c.length, E = H * D;
-  if (!s.scores.defined() || s.scores.size(1) < H * t) s.scores = Tensor::empty({B, H * std::max<int64_t>(2 * t, 16)}, s.dtype);
+void attend(LeanState& s, const MultiHeadAttention& m, const T* q, int64_t ldq, const AttentionCache& c, int64_t t,
+            const PaddingRows& pad, Rows rows) {
+  const int64_t H = m.num_heads, G = m.num_kv_heads, D = m.head_dim, R = H / G, E = H * D;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));  // the attention op's default
   const T* K = c.k.data<T>();
   const T* V = c.v.data<T>();
@@ -126,12 +251,18 @@ void attend(LeanState& s, const MultiHeadAttention& m, const T* q, int64_t ldq, 
   T* scores = s.scores.data<T>();
   const int64_t lds = s.scores.size(1);
   T* heads = s.heads.data<T>();
-  parallel_for(B * G, 1, [&](int64_t first, int64_t last) {
+  const bool keys_first = R == 1 && on_xsmm<T>(R, t, D, true, scale, T(0));
+  parallel_for(rows.n * G, 1, [&](int64_t first, int64_t last) {
     for (int64_t bg = first; bg < last; ++bg) {
-      const int64_t b = bg / G, g = bg % G;
+      const int64_t b = rows.first + bg / G, g = bg % G;
       T* p = scores + b * lds + g * R * t;  // [R, t]
       // P [R, t] = scale · Q Kᵀ, then the padding and the softmax row by row
-      gemm<T>(p, q + b * ldq + g * R * D, K + b * sb + g * sg, R, t, D, false, true, D, ld, t, scale, T(0));
+      const T* qg = q + b * ldq + g * R * D;
+      const T* Kg = K + b * sb + g * sg;
+      if (keys_first)
+        gemm<T>(p, Kg, qg, t, 1, D, false, true, ld, D, 1, scale, T(0));
+      else
+        gemm<T>(p, qg, Kg, R, t, D, false, true, D, ld, t, scale, T(0));
       for (int64_t r = 0; r < R; ++r) {
         T* row = p + r * t;
         if (pad.data)
@@ -144,36 +275,36 @@ void attend(LeanState& s, const MultiHeadAttention& m, const T* q, int64_t ldq, 
   });
 }
 
-// x += SelfAttn(in): the packed projection, the new K/V rows into the cache, attention, out_proj.
+// x += SelfAttn(in) for the rows of `rows` (in, x: their [n, E]): the packed
+// projection, the new K/V rows into the cache at row t − 1, attention over t
+// rows, out_proj.
 template <class T>
-void self_attention(LeanState& s, size_t layer, const MultiHeadAttention& m, const T* in, T* x, AttentionCache& c,
-                    int64_t B) {
-  const int64_t E = m.embed_dim, G = m.num_kv_heads, D = m.head_dim, W = s.qkv_w[layer].size(0);
+void self_attention(LeanState& s, const LeanLayer& w, const MultiHeadAttention& m, const T* in, T* x,
+                    AttentionCache& c, int64_t t, Rows rows) {
+  const int64_t E = m.embed_dim, G = m.num_kv_heads, D = m.head_dim, W = w.qkv.wt.size(1);
+  if (s.qkv.size(1) != W) fail<ShapeError>("lean decode", "packed q|k|v width {} differs from the buffer's {}", W, s.qkv.size(1));
   T* qkv = s.qkv.data<T>();
-  const int64_t ldq = s.qkv.size(1);
-  if (ldq != W) fail<ShapeError>("lean decode", "packed q|k|v width {} differs from the buffer's {}", W, ldq);
-  linear_rows(qkv, in, B, s.qkv_w[layer], s.qkv_b[layer]);  // [B, W] = q | k | v
-  c.reserve(B, G, D, 1, s.dtype);
+  linear_rows(qkv + rows.first * W, in, rows.n, w.qkv);  // [n, W] = q | k | v
   T* K = c.k.data<T>();
   T* V = c.v.data<T>();
-  const int64_t sb = c.k.strides()[0], sg = c.k.strides()[1], row = c.length * c.k.strides()[2];
-  for (int64_t b = 0; b < B; ++b)
+  const int64_t sb = c.k.strides()[0], sg = c.k.strides()[1], row = (t - 1) * c.k.strides()[2];
+  for (int64_t b = rows.first; b < rows.first + rows.n; ++b)
     for (int64_t g = 0; g < G; ++g) {
       const T* kn = qkv + b * W + E + g * D;
       std::copy(kn, kn + D, K + b * sb + g * sg + row);
       std::copy(kn + G * D, kn + G * D + D, V + b * sb + g * sg + row);
     }
-  c.length += 1;
-  attend<T>(s, m, qkv, W, c, {}, B);
-  linear_rows(s.proj.data<T>(), s.heads.data<T>(), B, m.out_proj->weight, m.out_proj->bias);
-  add_into(x, s.proj.data<T>(), B * E);
+  attend<T>(s, m, qkv, W, c, t, {}, rows);
+  T* proj = s.proj.data<T>() + rows.first * E;
+  linear_rows(proj, s.heads.data<T>() + rows.first * E, rows.n, w.out);
+  add_into(x, proj, rows.n * E);
 }
 
-// x += CrossAttn(in): q from in; K, V of the memory computed on the first step, then read from the cache.
-template <class T>
-void cross_attention(LeanState& s, MultiHeadAttention& m, const T* in, T* x, const Tensor& memory,
-                     const Tensor& kpm, AttentionCache& c, int64_t B) {
-  const int64_t E = m.embed_dim;
+// Before a step's tasks: the memory's K, V in a cross-attention cache (first
+// step only), checked against the step's B rows and the padding mask.
+void fill_cross_cache(LeanState& s, MultiHeadAttention& m, const Tensor& memory, const Tensor& kpm,
+                      AttentionCache& c) {
+  const int64_t B = *s.rows;
   if (c.length == 0) m.append_kv(memory, memory, c);
   if (c.k.size(0) != B)
     fail<ShapeError>("lean decode", "the cross-attention cache holds {} rows, the step {}; hint: reset() the cache "
@@ -181,44 +312,57 @@ void cross_attention(LeanState& s, MultiHeadAttention& m, const T* in, T* x, con
   if (kpm.defined() && (kpm.dim() != 2 || kpm.size(0) != B || kpm.size(1) != c.length || kpm.dtype() != DType::b8))
     fail<ShapeError>("lean decode", "memory_key_padding_mask must be b8 [{}, {}], got {} {}", B, c.length,
                      dtype_name(kpm.dtype()), shape_str(kpm.shape()));
-  linear_rows(s.proj.data<T>(), in, B, m.q_proj->weight, m.q_proj->bias);  // q [B, E], read by attend only
-  attend<T>(s, m, s.proj.data<T>(), E, c, padding_rows(kpm), B);
-  linear_rows(s.proj.data<T>(), s.heads.data<T>(), B, m.out_proj->weight, m.out_proj->bias);
-  add_into(x, s.proj.data<T>(), B * E);
+  reserve_scores(s, m.num_heads, c.length);
 }
 
-// x += FFN(in) = Linear2(act(Linear1(in))).
+// x += CrossAttn(in) for the rows of `rows`: q from in; K, V of the memory from the cache.
 template <class T>
-void feed_forward(LeanState& s, const FeedForward& ff, const T* in, T* x, int64_t B) {
+void cross_attention(LeanState& s, const LeanLayer& w, const MultiHeadAttention& m, const T* in, T* x,
+                     const AttentionCache& c, const PaddingRows& pad, Rows rows) {
+  const int64_t E = m.embed_dim;
+  T* proj = s.proj.data<T>() + rows.first * E;
+  linear_rows(proj, in, rows.n, w.cross_q);  // q [n, E], read by attend only
+  attend<T>(s, m, s.proj.data<T>(), E, c, c.length, pad, rows);
+  linear_rows(proj, s.heads.data<T>() + rows.first * E, rows.n, w.cross_out);
+  add_into(x, proj, rows.n * E);
+}
+
+// x += FFN(in) = Linear2(act(Linear1(in))) for the rows of `rows`.
+template <class T>
+void feed_forward(LeanState& s, const LeanLayer& w, const FeedForward& ff, const T* in, T* x, Rows rows) {
   const int64_t E = ff.linear2->out_features;
-  linear_rows(s.hidden.data<T>(), in, B, ff.linear1->weight, ff.linear1->bias);
-  const Tensor a = ff.activation == Activation::gelu ? gelu(s.hidden) : relu(s.hidden);  // [B, F] contiguous
-  linear_rows(s.proj.data<T>(), a.data<T>(), B, ff.linear2->weight, ff.linear2->bias);
-  add_into(x, s.proj.data<T>(), B * E);
+  const Tensor hidden = s.hidden.narrow(0, rows.first, rows.n);  // [n, F] contiguous
+  linear_rows(hidden.data<T>(), in, rows.n, w.ff1);
+  const Tensor a = ff.activation == Activation::gelu ? gelu(hidden) : relu(hidden);
+  T* proj = s.proj.data<T>() + rows.first * E;
+  linear_rows(proj, a.data<T>(), rows.n, w.ff2);
+  add_into(x, proj, rows.n * E);
 }
 
 Tensor norm(const LayerNorm& ln, const Tensor& x) { return layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps); }
 
-// One decoder layer on the residual stream x [B, E] (pre-LN or post-LN, as TransformerDecoderLayer::forward).
+// One decoder layer on the stream x [n, E] of the rows of `rows` (pre-LN or
+// post-LN, as TransformerDecoderLayer::forward); t: the self-attention's.
 template <class T>
-Tensor decoder_layer(LeanState& s, size_t i, TransformerDecoderLayer& l, Tensor x, const Tensor& memory,
-                     const Tensor& kpm, KVCache& cache, int64_t B) {
+Tensor decoder_layer(LeanState& s, size_t i, const TransformerDecoderLayer& l, Tensor x, int64_t t,
+                     const PaddingRows& pad, KVCache& cache, Rows rows) {
   AttentionCache& sc = cache.self_attn[i];
-  AttentionCache& cc = cache.cross_attn[i];
+  const AttentionCache& cc = cache.cross_attn[i];
+  const LeanLayer& w = s.layers[i];
   if (l.pre_ln) {
     // h = x + SA(LN1(x));  h = h + CA(LN2(h));  h + FF(LN3(h))
-    self_attention<T>(s, i, *l.self_attn, norm(*l.norm1, x).data<T>(), x.data<T>(), sc, B);
-    cross_attention<T>(s, *l.cross_attn, norm(*l.norm2, x).data<T>(), x.data<T>(), memory, kpm, cc, B);
-    feed_forward<T>(s, *l.ff, norm(*l.norm3, x).data<T>(), x.data<T>(), B);
+    self_attention<T>(s, w, *l.self_attn, norm(*l.norm1, x).data<T>(), x.data<T>(), sc, t, rows);
+    cross_attention<T>(s, w, *l.cross_attn, norm(*l.norm2, x).data<T>(), x.data<T>(), cc, pad, rows);
+    feed_forward<T>(s, w, *l.ff, norm(*l.norm3, x).data<T>(), x.data<T>(), rows);
     return x;
   }
   // h = LN1(x + SA(x));  h = LN2(h + CA(h));  LN3(h + FF(h)). Each sublayer reads its input in
   // its first GEMM and adds into x only at its end, so input and stream may be one buffer.
-  self_attention<T>(s, i, *l.self_attn, x.data<T>(), x.data<T>(), sc, B);
+  self_attention<T>(s, w, *l.self_attn, x.data<T>(), x.data<T>(), sc, t, rows);
   x = norm(*l.norm1, x);
-  cross_attention<T>(s, *l.cross_attn, x.data<T>(), x.data<T>(), memory, kpm, cc, B);
+  cross_attention<T>(s, w, *l.cross_attn, x.data<T>(), x.data<T>(), cc, pad, rows);
   x = norm(*l.norm2, x);
-  feed_forward<T>(s, *l.ff, x.data<T>(), x.data<T>(), B);
+  feed_forward<T>(s, w, *l.ff, x.data<T>(), x.data<T>(), rows);
   return norm(*l.norm3, x);
 }
 
@@ -269,20 +413,26 @@ Tensor lean_decode_step(Seq2SeqTransformer& model, std::span<const int64_t> ids,
                         const Tensor& kpm, KVCache& cache) {
   const TransformerConfig& c = model.config;
   const int64_t B = static_cast<int64_t>(ids.size());
-  std::vector<MultiHeadAttention*> self_attn;
-  for (const auto& l : *model.decoder->layers) self_attn.push_back(l->self_attn.get());
   const DType dt = model.generator->weight.dtype();
-  LeanState& s = state_for(cache, self_attn, B, c.d_model, c.d_ff, c.tgt_vocab, dt);
+  LeanState& s = state_for(cache, model, B, c.d_model, c.d_ff, c.tgt_vocab, dt);
   NoGradGuard no_grad;
+  const auto& layers = *model.decoder->layers;
   return dispatch_float(dt, "lean decode", [&]<class T>() {
-    const int64_t start = cache.length();
-    Tensor x = s.stream;
-    embed<T>(x.data<T>(), ids, model.tgt_embed->weight, std::sqrt(static_cast<double>(c.d_model)), model.pos->table,
-             start);
-    for (size_t i = 0; i < model.decoder->layers->size(); ++i)
-      x = decoder_layer<T>(s, i, (*model.decoder->layers)[i], x, memory, kpm, cache, B);
-    if (model.decoder->norm) x = norm(*model.decoder->norm, x);
-    linear_rows(s.logits.data<T>(), x.data<T>(), B, model.generator->weight, model.generator->bias);
+    embed<T>(s.stream.data<T>(), ids, model.tgt_embed->weight, std::sqrt(static_cast<double>(c.d_model)),
+             model.pos->table, cache.length());
+    int64_t t = 0;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      t = reserve_step_row(s, *layers[i].self_attn, cache.self_attn[i]);
+      fill_cross_cache(s, *layers[i].cross_attn, memory, kpm, cache.cross_attn[i]);
+    }
+    const PaddingRows pad = padding_rows(kpm);
+    for_row_tasks(B, [&](Rows rows) {
+      Tensor x = s.stream.narrow(0, rows.first, rows.n);
+      for (size_t i = 0; i < layers.size(); ++i) x = decoder_layer<T>(s, i, layers[i], x, t, pad, cache, rows);
+      if (model.decoder->norm) x = norm(*model.decoder->norm, x);
+      linear_rows(s.logits.data<T>() + rows.first * c.tgt_vocab, x.data<T>(), rows.n, s.head);
+    });
+    for (auto& sc : cache.self_attn) sc.length += 1;
     return s.logits;
   });
 }
@@ -290,22 +440,27 @@ Tensor lean_decode_step(Seq2SeqTransformer& model, std::span<const int64_t> ids,
 Tensor lean_gpt_step(GPT& model, std::span<const int64_t> ids, KVCache& cache) {
   const GPTConfig& c = model.config;
   const int64_t B = static_cast<int64_t>(ids.size());
-  std::vector<MultiHeadAttention*> attn;
-  for (const auto& b : *model.blocks) attn.push_back(b->attn.get());
   const DType dt = model.lm_head->weight.dtype();
-  LeanState& s = state_for(cache, attn, B, c.d_model, c.d_ff, c.vocab, dt);
+  LeanState& s = state_for(cache, model, B, c.d_model, c.d_ff, c.vocab, dt);
   NoGradGuard no_grad;
+  const auto& blocks = *model.blocks;
   return dispatch_float(dt, "lean decode", [&]<class T>() {
-    Tensor x = s.stream;
-    embed<T>(x.data<T>(), ids, model.tok_embed->weight, 1.0, model.pos->table, cache.length());
-    for (size_t i = 0; i < model.blocks->size(); ++i) {
-      // x = x + SA(LN1(x));  x = x + MLP(LN2(x))
-      GPTBlock& blk = (*model.blocks)[i];
-      self_attention<T>(s, i, *blk.attn, norm(*blk.ln1, x).data<T>(), x.data<T>(), cache.self_attn[i], B);
-      feed_forward<T>(s, *blk.mlp, norm(*blk.ln2, x).data<T>(), x.data<T>(), B);
-    }
-    x = norm(*model.ln_f, x);
-    linear_rows(s.logits.data<T>(), x.data<T>(), B, model.lm_head->weight, model.lm_head->bias);
+    embed<T>(s.stream.data<T>(), ids, model.tok_embed->weight, 1.0, model.pos->table, cache.length());
+    int64_t t = 0;
+    for (size_t i = 0; i < blocks.size(); ++i) t = reserve_step_row(s, *blocks[i].attn, cache.self_attn[i]);
+    for_row_tasks(B, [&](Rows rows) {
+      Tensor x = s.stream.narrow(0, rows.first, rows.n);
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        // x = x + SA(LN1(x));  x = x + MLP(LN2(x))
+        const GPTBlock& blk = blocks[i];
+        const LeanLayer& w = s.layers[i];
+        self_attention<T>(s, w, *blk.attn, norm(*blk.ln1, x).data<T>(), x.data<T>(), cache.self_attn[i], t, rows);
+        feed_forward<T>(s, w, *blk.mlp, norm(*blk.ln2, x).data<T>(), x.data<T>(), rows);
+      }
+      x = norm(*model.ln_f, x);
+      linear_rows(s.logits.data<T>() + rows.first * c.vocab, x.data<T>(), rows.n, s.head);
+    });
+    for (auto& sc : cache.self_attn) sc.length += 1;
     return s.logits;
   });
 }

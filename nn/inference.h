@@ -13,12 +13,21 @@
 //
 // Per decoder layer and step:
 //   self-attention:  [q | k | v] = h Wqkvᵀ + bqkv   one GEMM [B, E] x [E, E + 2·G·D] (the three
-//                                                   projections' weights packed once per cache)
+//                                                   projections' weights stacked and transposed
+//                                                   once per cache)
 //                    k, v rows appended to the cache [B, G, t, D] in place
 //                    per (b, g): P [R, t] = softmax(scale · Q Kᵀ), O [R, D] = P V   (the R query
-//                    heads of a group in one GEMM each)
+//                    heads of a group in one GEMM each; for R = 1 the scores as K qᵀ [t, 1])
 //   cross-attention: q = h Wqᵀ + bq; K, V of the memory projected on the first step only
 //   feed-forward, out projections, residual adds into one [B, E] stream.
+// Every weight is also kept transposed, Wᵀ [in, out], from the cache's first
+// step on: where the GEMM layer runs a product on libxsmm, whose kernels read
+// a transposed operand only through a per-call copy, the step multiplies by
+// Wᵀ untransposed; where it runs OpenBLAS (which packs either form) it takes
+// the graph's W, so there the bits stay the graph's. Rows never meet inside a
+// step, so the step is cut into blocks of at most 32 rows (by B alone, not by
+// the thread count), each block one task on the pool running every layer:
+// the pool joins once per step, not once per product.
 // What it keeps from the graph forward: the GEMM layer (gemm<T>) with the
 // operands and the bias-then-accumulate order of linear(), the attention op's
 // scale and row kernel (softmax_row, masks as -∞ before it), the layer_norm,
@@ -40,9 +49,9 @@ class GPT;
 class Seq2SeqTransformer;
 struct KVCache;
 
-// The lean step's buffers and packed weights, kept in KVCache::lean between
-// steps (dropped by KVCache::reset()). The weights are packed on the cache's
-// first lean step: a cache outlives no weight update.
+// The lean step's buffers and transposed weights, kept in KVCache::lean
+// between steps (dropped by KVCache::reset()). The weights are copied on the
+// cache's first lean step: a cache outlives no weight update.
 struct LeanState;
 
 // True when Seq2SeqTransformer::decode may take the lean step: a cache, grad

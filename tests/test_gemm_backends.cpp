@@ -96,6 +96,7 @@ TEST(GemmBackends, Float64GoesToDgemmWhateverIsForced) {
 // The routing table at the shapes the models use (docs/performance.md).
 TEST(GemmBackends, RoutesByShapeClass) {
   EXPECT_EQ(routed_gemm_backend(32, 32, 32, true, 0.17f, 0.f), GemmBackend::xsmm);  // Q Kᵀ, scaled
+  EXPECT_EQ(routed_gemm_backend(1, 128, 32, true, 0.17f, 0.f), GemmBackend::openblas);  // decode: one query row
   EXPECT_EQ(routed_gemm_backend(32, 32, 32, false, 1.f, 1.f), GemmBackend::xsmm);   // dV accumulating
   EXPECT_EQ(routed_gemm_backend(32, 32, 32, false, 0.17f, 1.f), GemmBackend::openblas);  // libxsmm: alpha 1 with beta 1
   EXPECT_EQ(routed_gemm_backend(1024, 64, 64, true, 1.f, 0.f), GemmBackend::xsmm);        // tiny's x Wᵀ

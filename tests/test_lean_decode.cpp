@@ -10,6 +10,7 @@
 
 #include <attograd/autograd/backend/allocator.h>
 #include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/ops/elementwise.h>
 #include <attograd/nn/generate.h>
@@ -185,6 +186,48 @@ TEST(LeanDecode, AStepTakesNoNewMemoryAfterWarmUp) {
   // The graph step, by contrast, keeps what it returns.
   const Tensor kept = m->decode(ids({4, 5, 6}, {3, 1}), memory, Tensor(), Tensor(), &cache);
   EXPECT_GT(a.bytes_in_use(), in_use);
+}
+
+// Forty rows: the step runs as two row blocks of 20, every product on 20
+// rows instead of 40, the blocks on the pool's threads. The logits are the
+// same bits on 1 and 2 threads (on either routing), and equal the graph's
+// cached step to float32 rounding: its products take all 40 rows at once, and
+// OpenBLAS rounds some rows differently with the row count (a last bit or
+// two), so the bit-for-bit agreement above holds up to 32 rows (one block).
+TEST(LeanDecode, RowBlocksGiveTheSameBitsOnOneAndTwoThreads) {
+  auto m = model({true, Activation::gelu, std::nullopt, false}, 7);
+  NoGradGuard no_grad;
+  constexpr int64_t B = 40, S = 5, steps = 5;
+  std::vector<int64_t> src(B * S);
+  for (int64_t i = 0; i < B * S; ++i) src[i] = 3 + (i * 7 + i / S) % 8;
+  const Tensor memory = m->encode(ids(src, {B, S}));
+  auto step_ids = [](int64_t t) {
+    std::vector<int64_t> v(B);
+    for (int64_t b = 0; b < B; ++b) v[b] = (b * 5 + t * 3) % 13;
+    return v;
+  };
+  auto lean = [&](int threads) {
+    set_num_threads(threads);
+    KVCache cache = m->make_cache();
+    std::vector<std::vector<float>> out;
+    for (int64_t t = 0; t < steps; ++t) out.push_back(lean_decode_step(*m, step_ids(t), memory, Tensor(), cache).to_vector<float>());
+    return out;
+  };
+  const int before = num_threads();
+  for (const bool exact : {true, false}) {
+    std::optional<GemmBackendGuard> openblas;
+    if (exact) openblas.emplace(GemmBackend::openblas);
+    const auto one = lean(1), two = lean(2);
+    EXPECT_EQ(one, two) << (exact ? "openblas" : "default routing");
+    if (!exact) continue;
+    KVCache graph_cache = m->make_cache();
+    GradModeGuard graph_mode(true);
+    for (int64_t t = 0; t < steps; ++t) {
+      const Tensor graph = m->decode(ids(step_ids(t), {B, 1}), memory, Tensor(), Tensor(), &graph_cache);
+      expect_close(Tensor::from_vector(two[t], {B, 13}), graph.detach().reshape({B, 13}), 2e-6, 2e-6);
+    }
+  }
+  set_num_threads(before);
 }
 
 GPTConfig gpt_config() {

@@ -125,12 +125,18 @@ void gemm_in_pieces(const Kernel& kernel, T* out, const T* a, const T* b, int64_
 // Zen 4 (docs/performance.md): libxsmm 0.96-1.47x OpenBLAS' speed from the
 // per-head attention products up to 1024×256×1024; BLIS (its zen3 kernels)
 // never beat both others by more than noise, so no row routes to it.
-// OpenBLAS keeps the largest products, beyond what was measured.
+// OpenBLAS keeps the largest products, beyond what was measured. The first
+// row is decoding's per-head scores (one query row against t ≤ 128 cached
+// keys of width 32, work t·32): there libxsmm's copy of the transposed keys
+// costs up to 10x OpenBLAS' whole product (1.9 µs against 0.1 µs at 1×32×32,
+// 7.5 against 0.7 at 1×128×32); the largest training product it takes, tiny's
+// per-head 16×16×16 Q Kᵀ, ran at the same speed on both (0.45-0.48 µs).
 struct GemmRoute {
   int64_t max_work;
   GemmBackend plain, trans_b;
 };
-constexpr std::array<GemmRoute, 3> kGemmRoutes = {{
+constexpr std::array<GemmRoute, 4> kGemmRoutes = {{
+    {int64_t{1} << 12, GemmBackend::xsmm, GemmBackend::openblas},
     {int64_t{1} << 22, GemmBackend::xsmm, GemmBackend::xsmm},
     {int64_t{1} << 28, GemmBackend::xsmm, GemmBackend::openblas},
     {std::numeric_limits<int64_t>::max(), GemmBackend::openblas, GemmBackend::openblas},
