@@ -455,6 +455,8 @@ std::string ci(const Interval& x, int digits) {
   return fmt::format("{:.{}f} [{:.{}f}, {:.{}f}]", x.value, digits, x.lo, digits, x.hi, digits);
 }
 
+std::string ci_sci(const Interval& x) { return fmt::format("{:.2e} [{:.2e}, {:.2e}]", x.value, x.lo, x.hi); }
+
 nlohmann::json ci_json(const Interval& x) { return {{"value", x.value}, {"lo", x.lo}, {"hi", x.hi}}; }
 
 std::string head_name(const HeadRoles& h) { return fmt::format("L{}H{}", h.layer, h.head); }
@@ -618,8 +620,8 @@ std::string write_roles_report(const StudyOptions& o, const std::string& lang, c
       "|---|---|---|---|---|---|---|---|\n", first.scored_sentences);
   for (const ModelRoles& m : models)
     for (const HeadScore& s : m.scores) {
-      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", m.seed, s.module, s.head, ci(s.importance, 4),
-                        ci(s.fisher, 5), ci(s.ablation, 4), ci(s.entropy, 3), ci(s.confidence, 3));
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", m.seed, s.module, s.head, ci_sci(s.importance),
+                        ci_sci(s.fisher), ci(s.ablation, 4), ci(s.entropy, 3), ci(s.confidence, 3));
       jsonl += nlohmann::json{{"kind", "head_score"}, {"lang", lang}, {"seed", m.seed}, {"module", s.module},
                               {"head", s.head}, {"importance", ci_json(s.importance)}, {"fisher", ci_json(s.fisher)},
                               {"ablation", ci_json(s.ablation)}, {"entropy", ci_json(s.entropy)},
