@@ -150,6 +150,11 @@ TEST_F(HeadsStudy, QuickRolesWritesAlignmentScoresAndMatches) {
   for (const auto& m : kinds["match"]) matched.insert(m["seed1_head"].get<int64_t>());
   EXPECT_EQ(matched.size(), 4u) << "a matching is a permutation";
   ASSERT_EQ(kinds["match_summary"].size(), 1u);
+  ASSERT_EQ(kinds["importance_control"].size(), 2u * 4u);  // valid/train x 1/64 sentences, per seed
+  for (const auto& c : kinds["importance_control"]) {
+    EXPECT_GE(c["rho_ablation"].get<double>(), -1);
+    EXPECT_LE(c["rho_ablation"].get<double>(), 1);
+  }
 
   const std::string md = read_text(out + "/roles-fr.md");
   for (const char* part : {"## Head roles, en→fr (H = 4, 2 seed(s), 32 test sentences)", "| content |",

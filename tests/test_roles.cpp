@@ -240,7 +240,7 @@ TEST(AnalyseRoles, TinyModelCoversEveryHead) {
     }
   }
 
-  const ModelRoles m = analyse_roles(o, tr, model, test, tr.encode(text), 3);
+  const ModelRoles m = analyse_roles(o, tr, model, test, tr.encode(text), tr.encode(text), 3);
   EXPECT_EQ(m.sentences, 24);
   EXPECT_EQ(m.scored_sentences, 6);
   ASSERT_EQ(m.cross.size(), 4u);
@@ -267,4 +267,10 @@ TEST(AnalyseRoles, TinyModelCoversEveryHead) {
     EXPECT_LE(rho.rho.hi, 1);
   }
   EXPECT_GT(m.baselines.tokens[kContent], 24);
+  ASSERT_EQ(m.controls.size(), 4u);  // valid and train, 1 and 64 sentences per gradient
+  EXPECT_EQ(m.controls[0].data, "valid");
+  EXPECT_EQ(m.controls[1].batch, 64);
+  // Both splits are the same text here, so the controls agree split for split.
+  EXPECT_DOUBLE_EQ(m.controls[0].rho_ablation, m.controls[2].rho_ablation);
+  EXPECT_DOUBLE_EQ(m.controls[1].rho_ablation, m.controls[3].rho_ablation);
 }

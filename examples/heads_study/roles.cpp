@@ -377,7 +377,8 @@ HeadVector summed(const std::vector<std::vector<double>>& num, const std::vector
 }  // namespace
 
 ModelRoles analyse_roles(const StudyOptions& o, const Translator& tr, Seq2SeqTransformer& model,
-                         const std::vector<AlignedSentence>& test, const VectorDataset& valid, uint64_t seed) {
+                         const std::vector<AlignedSentence>& test, const VectorDataset& valid,
+                         const VectorDataset& train, uint64_t seed) {
   ModelRoles out;
   out.seed = seed;
   out.heads = model.config.heads;
@@ -427,6 +428,17 @@ ModelRoles analyse_roles(const StudyOptions& o, const Translator& tr, Seq2SeqTra
   size_t at = kinds * heads;
   for (size_t a = 0; a < kinds; ++a)
     for (size_t b = a + 1; b < kinds; ++b) out.correlations.push_back({score_fns[a].first, score_fns[b].first, all[at++]});
+
+  std::vector<double> ablation;
+  for (const HeadScore& x : out.scores) ablation.push_back(x.ablation.value);
+  const HeadMask full = full_head_mask(model);
+  for (const auto& [name, data] : {std::pair<std::string, const VectorDataset*>{"valid", &valid}, {"train", &train}})
+    for (int64_t batch : {1, 64}) {
+      std::vector<double> imp;
+      for (const HeadImportance& x : head_importance(model, first_batches(*data, o.ablation_size, batch), kPadId, full))
+        imp.push_back(x.importance);
+      out.controls.push_back({name, batch, heads > 1 ? spearman(imp, ablation) : 0.0});
+    }
   return out;
 }
 
@@ -645,6 +657,24 @@ std::string write_roles_report(const StudyOptions& o, const std::string& lang, c
     }
     md += fmt::format(" {:+.2f} |\n", mean);
   }
+  md += fmt::format("\n### Importance measured four ways\n\nSpearman ρ over all heads between importance (mean |∂L/∂ξ_h| "
+                    "over gradients of 1 or 64 sentences, on the first {} sentences of a split) and ablation Δ on "
+                    "validation sentences: which of the data and the batching makes importance rank heads like "
+                    "ablation.\n\n| data | sentences per gradient |", first.scored_sentences);
+  for (const ModelRoles& m : models) md += fmt::format(" seed {} |", m.seed);
+  md += "\n|---|---|";
+  for (size_t k = 0; k < models.size(); ++k) md += "---|";
+  md += "\n";
+  for (size_t c = 0; c < first.controls.size(); ++c) {
+    md += fmt::format("| {} | {} |", first.controls[c].data, first.controls[c].batch);
+    for (const ModelRoles& m : models) {
+      const ImportanceControl& x = m.controls[c];
+      md += fmt::format(" {:+.2f} |", x.rho_ablation);
+      jsonl += nlohmann::json{{"kind", "importance_control"}, {"lang", lang}, {"seed", m.seed}, {"data", x.data},
+                              {"batch", x.batch}, {"rho_ablation", x.rho_ablation}}.dump() + "\n";
+    }
+    md += "\n";
+  }
   md += "\nExact match of the models (greedy, test): ";
   for (size_t k = 0; k < models.size(); ++k)
     md += fmt::format("{}seed {} {:.1f}%", k ? ", " : "", models[k].seed, models[k].exact_match);
@@ -663,7 +693,7 @@ std::string roles_study(const StudyOptions& o, const Corpus& corpus, const std::
   eo.max_examples = o.eval_size;
   std::vector<ModelRoles> results;
   for (const RoleModel& m : models) {
-    results.push_back(analyse_roles(o, tr, *m.model, test, valid, m.seed));
+    results.push_back(analyse_roles(o, tr, *m.model, test, valid, corpus.train, m.seed));
     results.back().exact_match = 100 * evaluate(*m.model, corpus.test, eo).exact_match;
   }
   return write_roles_report(o, lang, results);

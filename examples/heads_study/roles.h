@@ -109,6 +109,15 @@ struct ScoreCorrelation {
   Interval rho;  // Spearman over all heads, bootstrap over sentences
 };
 
+// Importance measured four ways, ranked against ablation Δ: which of the
+// pruning section's two choices (training data, batches of 64) makes it
+// rank heads poorly.
+struct ImportanceControl {
+  std::string data;        // "valid" or "train"
+  int64_t batch = 0;       // sentences per gradient: 1 or 64
+  double rho_ablation = 0; // Spearman over all heads against ablation Δ
+};
+
 struct ModelRoles {
   uint64_t seed = 0;
   int64_t heads = 0;       // H of the model
@@ -118,12 +127,15 @@ struct ModelRoles {
   std::vector<HeadRoles> cross;
   std::vector<HeadScore> scores;
   std::vector<ScoreCorrelation> correlations;
+  std::vector<ImportanceControl> controls;
 };
 
 // Both experiments on one trained model: alignment on `test` (gold), scores
-// on the first o.ablation_size sentences of `valid`.
+// on the first o.ablation_size sentences of `valid`, and the importance
+// controls on as many of `valid` and `train`.
 ModelRoles analyse_roles(const StudyOptions& o, const Translator& tr, Seq2SeqTransformer& model,
-                         const std::vector<AlignedSentence>& test, const VectorDataset& valid, uint64_t seed);
+                         const std::vector<AlignedSentence>& test, const VectorDataset& valid,
+                         const VectorDataset& train, uint64_t seed);
 
 // The permutation p of [0, n) with the least Σ cost[i][p[i]] (cost is n x n,
 // n <= 8, searched exhaustively).
