@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,11 @@ TEST_F(HeadsStudy, QuickRunWritesEveryOutput) {
   }
   EXPECT_NE(read_text(out + "/pruning-fr.md").find("| removed | fraction | importance EM"), std::string::npos);
 
+  // roles-fr.md: the role study on the grid's inspected models (H = 2, one seed).
+  EXPECT_NE(read_text(out + "/roles-fr.md").find("## Head roles, en→fr (H = 2, 1 seed(s), 32 test sentences)"),
+            std::string::npos);
+  EXPECT_EQ(count_matches(read_text(out + "/roles-fr.jsonl"), std::regex(R"("kind":"cross_head")")), 2);
+
   // kv-bench.md: outputs identical with and without the cache, bytes equal to the formula.
   const std::string kv = read_text(out + "/kv-bench.md");
   const std::regex row(R"(\| (\d+) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| yes \| (\d+) \| (\d+) \|)");
@@ -103,6 +109,57 @@ TEST_F(HeadsStudy, QuickRunWritesEveryOutput) {
   for (auto it = std::sregex_iterator(kv.begin(), kv.end(), row); it != std::sregex_iterator(); ++it, ++rows)
     EXPECT_EQ((*it)[2], (*it)[3]);
   EXPECT_EQ(rows, 2) << kv;
+}
+
+TEST_F(HeadsStudy, QuickRolesWritesAlignmentScoresAndMatches) {
+  // --quick --roles: two tiny H = 4 models (1 + 1 layers), 32 gold-aligned test sentences, 16 scored valid ones.
+  const std::string out = dir_ + "/roles";
+  const auto r = run_program(kProgram, {"--quick", "--roles", "--out", out, "--data", kData, "--seeds", "2"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_EQ(r.err, "");
+  std::map<std::string, std::vector<nlohmann::json>> kinds;
+  for (const std::string& line : lines_of(read_text(out + "/roles-fr.jsonl"))) {
+    const auto j = nlohmann::json::parse(line);
+    kinds[j["kind"].get<std::string>()].push_back(j);
+  }
+  auto in_order = [](const nlohmann::json& x, double lo, double hi) {
+    return lo <= x["lo"].get<double>() && x["lo"].get<double>() <= x["value"].get<double>() &&
+           x["value"].get<double>() <= x["hi"].get<double>() && x["hi"].get<double>() <= hi;
+  };
+  ASSERT_FALSE(kinds["baseline"].empty());
+  EXPECT_EQ(kinds["baseline"][0]["role"], "content");
+  for (const auto& b : kinds["baseline"]) {
+    EXPECT_TRUE(in_order(b["diagonal"], 0, 100)) << b;
+    EXPECT_TRUE(in_order(b["offset"], 0, 100)) << b;
+  }
+  ASSERT_EQ(kinds["cross_head"].size(), 2u * 4u);  // 2 seeds x 1 layer x 4 heads
+  for (const auto& h : kinds["cross_head"]) {
+    EXPECT_TRUE(in_order(h["accuracy"]["content"], 0, 100)) << h;
+    EXPECT_TRUE(h["dedicated"].is_array());
+  }
+  ASSERT_EQ(kinds["head_score"].size(), 2u * 3u * 4u);  // encoder self, decoder self, cross
+  for (const auto& h : kinds["head_score"]) {
+    for (const char* k : {"importance", "fisher", "ablation", "entropy", "confidence"})
+      EXPECT_TRUE(in_order(h[k], -1e9, 1e9)) << k << " " << h;
+    EXPECT_TRUE(in_order(h["confidence"], 0, 1)) << h;
+  }
+  ASSERT_EQ(kinds["correlation"].size(), 2u * 10u);  // every pair of 5 scores, per seed
+  for (const auto& c : kinds["correlation"]) EXPECT_TRUE(in_order(c["rho"], -1, 1)) << c;
+  ASSERT_EQ(kinds["match"].size(), 4u);  // seed 2's cross heads, each matched to one of seed 1's
+  std::set<int64_t> matched;
+  for (const auto& m : kinds["match"]) matched.insert(m["seed1_head"].get<int64_t>());
+  EXPECT_EQ(matched.size(), 4u) << "a matching is a permutation";
+  ASSERT_EQ(kinds["match_summary"].size(), 1u);
+  ASSERT_EQ(kinds["importance_control"].size(), 2u * 4u);  // valid/train x 1/64 sentences, per seed
+  for (const auto& c : kinds["importance_control"]) {
+    EXPECT_GE(c["rho_ablation"].get<double>(), -1);
+    EXPECT_LE(c["rho_ablation"].get<double>(), 1);
+  }
+
+  const std::string md = read_text(out + "/roles-fr.md");
+  for (const char* part : {"## Head roles, en→fr (H = 4, 2 seed(s), 32 test sentences)", "| content |",
+                           "### Dedicated heads", "### Cross heads matched across seeds", "| importance vs fisher |"})
+    EXPECT_NE(md.find(part), std::string::npos) << part << " not in:\n" << md;
 }
 
 TEST_F(HeadsStudy, BadFlagsGetOneLineAndExitCode2) {
@@ -114,6 +171,7 @@ TEST_F(HeadsStudy, BadFlagsGetOneLineAndExitCode2) {
       {{"--quick", "--langs", "xx"}, "unknown target language 'xx'"},
       {{"stray"}, "unexpected argument 'stray'"},
       {{"--inspect", "/nonexistent/ckpt"}, "/nonexistent/ckpt"},
+      {{"--quick", "--roles", "--langs", "es"}, "gold alignments exist for fr and de, got 'es'"},
       {{"--quick", "--kv-bench", "--heads", "4", "--kv-heads", "3"}, "--kv-heads 3 does not divide the benchmarked heads 4"},
       {{"--convert-gqa", "/nonexistent/ckpt", "--kv-heads", "1"}, "--convert-gqa needs --kv-heads G and --to"},
   };

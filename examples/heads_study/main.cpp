@@ -4,6 +4,8 @@
 //   heads_study --full             the study of docs/heads-study.md (see there for its running time)
 //   heads_study --kv-bench         only the KV-cache benchmark
 //   heads_study --inspect CKPT     only the head inspection and pruning, of a model trained by `translate train`
+//   heads_study --roles            only the head-role study: --seeds models with H = 4 per language
+//   heads_study --inspect CKPT --roles   the head-role study of one checkpoint
 //   heads_study --convert-gqa CKPT --kv-heads G --to OUT.model.safetensors
 //                                  a translate checkpoint converted to grouped-query attention
 //                                  (the decoder's K/V projections mean-pooled into G groups)
@@ -13,6 +15,8 @@
 //   heads.md, heads.svg, results.jsonl   quality and cost per H (mean ± std)
 //   inspect-<lang>.md, inspect-<lang>/   per-head entropy, distance, ablation, alignment, attention pictures
 //   pruning-<lang>.md, .jsonl            exact match and BLEU as heads are pruned by importance/ablation/random
+//   roles-<lang>.md, .jsonl              gold-alignment accuracy per cross head and role, head scores,
+//                                        heads matched across seeds (the H = 4 models of every seed)
 //   kv-bench.md                          decoding with and without the KV cache
 // tools/plot_heads.py turns results.jsonl into heads.png.
 #include <algorithm>
@@ -24,6 +28,7 @@
 
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
+#include "examples/heads_study/roles.h"
 #include "examples/heads_study/study.h"
 
 using namespace attograd;
@@ -62,6 +67,7 @@ StudyOptions quick_study() {
   o.training.warmup = 5;
   o.eval_size = 32;
   o.ablation_size = 16;
+  o.roles_size = 32;
   o.picture_inputs = {"seventy-one thousand"};
   o.kv_lengths = {8, 16};
   o.kv_batch = 4;
@@ -121,6 +127,13 @@ int run(const cxxopts::ParseResult& r) {
     Corpus corpus{std::move(t.tr), VectorDataset(), VectorDataset()};
     corpus.train = corpus.translator.encode(read_split(o.data_dir, "train", lang));
     corpus.test = corpus.translator.encode(read_split(o.data_dir, "test", lang));
+    if (r.count("roles")) {
+      std::vector<RoleModel> one;
+      one.push_back({1, std::move(t.model)});
+      roles_study(o, corpus, one);
+      fmt::print("wrote {}/roles-{}.md, roles-{}.jsonl\n", o.out_dir, lang, lang);
+      return 0;
+    }
     fmt::print("{}", inspect_model(o, corpus, *t.model, "checkpoint " + r["inspect"].as<std::string>()));
     pruning_curves(o, corpus, *t.model, 1);
     fmt::print("wrote {}/pruning-{}.md\n", o.out_dir, lang);
@@ -130,26 +143,48 @@ int run(const cxxopts::ParseResult& r) {
     fmt::print("{}", kv_bench(o, load_corpus(o.data_dir, o.langs.front())));
     return 0;
   }
+  if (r.count("roles")) {
+    for (const std::string& lang : o.langs)
+      if (!has_gold_alignments(lang))
+        fail<ValueError>("flags", "--roles: gold alignments exist for fr and de, got '{}'; hint: --langs fr,de", lang);
+    for (const std::string& lang : o.langs) {
+      const Corpus corpus = load_corpus(o.data_dir, lang);
+      std::vector<RoleModel> models;
+      for (int64_t seed = 1; seed <= o.seeds; ++seed) {
+        models.push_back({static_cast<uint64_t>(seed), nullptr});
+        const RunResult x = train_run(o, corpus, o.inspect_heads, static_cast<uint64_t>(seed), &models.back().model);
+        fmt::print("[{}] {} H={} seed {}: exact match {:.1f}%\n", elapsed(), lang, o.inspect_heads, seed, x.exact_match);
+        std::fflush(stdout);
+      }
+      roles_study(o, corpus, models);
+      fmt::print("[{}] {}: wrote {}/roles-{}.md, roles-{}.jsonl\n", elapsed(), lang, o.out_dir, lang, lang);
+    }
+    return 0;
+  }
   std::vector<RunResult> runs;
   for (const std::string& lang : o.langs) {
     const Corpus corpus = load_corpus(o.data_dir, lang);
-    std::unique_ptr<Seq2SeqTransformer> inspected;
+    std::vector<RoleModel> inspected;  // H = o.inspect_heads, every seed
     for (int64_t h : o.heads)
       for (int64_t seed = 1; seed <= o.seeds; ++seed) {
-        const bool keep = h == o.inspect_heads && seed == 1;
-        runs.push_back(train_run(o, corpus, h, static_cast<uint64_t>(seed), keep ? &inspected : nullptr));
+        const bool keep = h == o.inspect_heads;
+        if (keep) inspected.push_back({static_cast<uint64_t>(seed), nullptr});
+        runs.push_back(train_run(o, corpus, h, static_cast<uint64_t>(seed), keep ? &inspected.back().model : nullptr));
         const RunResult& x = runs.back();
         fmt::print("[{}] {} H={:<2} seed {}: exact match {:.1f}%  BLEU {:.1f}  test loss {:.4f}  step {:.1f} ms\n",
                    elapsed(), lang, h, seed, x.exact_match, x.bleu, x.loss, x.step_ms);
         std::fflush(stdout);
       }
     write_grid_report(o, runs);
-    inspect_model(o, corpus, *inspected, fmt::format("{} steps, seed 1 of the grid", o.training.steps));
-    pruning_curves(o, corpus, *inspected, 1);
-    fmt::print("[{}] {}: wrote {}/inspect-{}.md, pruning-{}.md\n", elapsed(), lang, o.out_dir, lang, lang);
+    inspect_model(o, corpus, *inspected.front().model, fmt::format("{} steps, seed 1 of the grid", o.training.steps));
+    pruning_curves(o, corpus, *inspected.front().model, 1);
+    if (has_gold_alignments(lang)) roles_study(o, corpus, inspected);
+    fmt::print("[{}] {}: wrote {}/inspect-{}.md, pruning-{}.md, roles-{}.md\n", elapsed(), lang, o.out_dir, lang, lang,
+               lang);
   }
   kv_bench(o, load_corpus(o.data_dir, o.langs.front()));
-  fmt::print("[{}] done: {}/heads.md, heads.svg, results.jsonl, inspect-*.md, pruning-*.md, kv-bench.md\n", elapsed(), o.out_dir);
+  fmt::print("[{}] done: {}/heads.md, heads.svg, results.jsonl, inspect-*.md, pruning-*.md, roles-*.md, kv-bench.md\n",
+             elapsed(), o.out_dir);
   return 0;
 }
 
@@ -163,6 +198,8 @@ int main(int argc, char** argv) {
         ("quick", "a small grid in a few minutes (checks the pipeline)")
         ("full", "the whole study (the default)")
         ("kv-bench", "only the KV-cache benchmark")
+        ("roles", "only the head-role study (gold alignments, head scores, seeds matched): trains --seeds models "
+         "with H = 4 per language, or studies the --inspect checkpoint")
         ("inspect", "only inspect the heads of a trained translate checkpoint (directory or .model.safetensors)",
          cxxopts::value<std::string>())
         ("convert-gqa", "only convert a translate checkpoint (directory or .model.safetensors) to grouped-query "

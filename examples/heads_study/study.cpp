@@ -308,20 +308,19 @@ std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTr
   return md;
 }
 
-namespace {
-
-// Teacher-forcing batches of the first n examples of a split (64 per batch).
-std::vector<AblationBatch> first_batches(const VectorDataset& data, int64_t n) {
+std::vector<AblationBatch> first_batches(const VectorDataset& data, int64_t n, int64_t batch_size) {
   std::vector<AblationBatch> batches;
   n = std::min<int64_t>(n, data.size());
-  for (int64_t start = 0; start < n; start += 64) {
+  for (int64_t start = 0; start < n; start += batch_size) {
     std::vector<Example> ex;
-    for (int64_t i = start; i < std::min(n, start + 64); ++i) ex.push_back(data.get(i));
+    for (int64_t i = start; i < std::min(n, start + batch_size); ++i) ex.push_back(data.get(i));
     const Batch b = collate(ex);
     batches.push_back({b.src, b.tgt_in, b.tgt_out, b.src_key_padding_mask});
   }
   return batches;
 }
+
+namespace {
 
 // The next `count` kept heads in `ranking` (lowest first) are removed from the mask.
 void remove_next(HeadMask& mask, const std::vector<std::pair<std::string, int64_t>>& ranking, int64_t count) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "examples/common/translation.h"
+#include "examples/heads_study/head_stats.h"
 
 namespace attograd::heads {
 
@@ -24,6 +25,7 @@ struct StudyOptions {
   int64_t eval_size = 500;     // test sentences greedy-decoded per run
   int64_t inspect_heads = 4;   // the model whose heads are inspected (one per language)
   int64_t ablation_size = 256; // test sentences for the head ablation losses
+  int64_t roles_size = 2000;   // test sentences with gold alignments in the role study (roles.h)
   std::vector<std::string> picture_inputs = {"seventy-one thousand", "seventy-one thousand and seventy-one"};
   std::vector<int64_t> kv_lengths = {16, 32, 64, 128, 256};
   int64_t kv_batch = 16;
@@ -74,6 +76,9 @@ void write_grid_report(const StudyOptions& o, const std::vector<RunResult>& runs
 // Returns the Markdown.
 std::string inspect_model(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model,
                           const std::string& what);
+
+// Teacher-forcing batches of the first n examples of a split, batch_size per batch.
+std::vector<AblationBatch> first_batches(const VectorDataset& data, int64_t n, int64_t batch_size = 64);
 
 // One point of a pruning curve: the model with `removed` of its heads
 // removed (AttentionCall::head_scale 0), scored on o.eval_size test sentences.
