@@ -19,7 +19,7 @@ namespace attograd::heads {
 
 struct MaskOptions {
   int64_t heads = 4;                         // H of the trained pair
-  int64_t steps = 300;                       // training steps of each model of the pair
+  int64_t steps = 600;                       // training steps of each model of the pair (the grid's budget)
   std::vector<int64_t> lengths = {16, 64, 256};  // T of the score-work rows
   int64_t batch = 16, timing_heads = 4, head_width = 16;  // B, H, D of the timed attention calls
   int64_t repeats = 5;                       // timing: the median of this many calls, causal and full interleaved
