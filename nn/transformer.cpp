@@ -39,7 +39,7 @@ nlohmann::json TransformerConfig::to_json() const {
           {"d_ff", d_ff}, {"enc_layers", enc_layers}, {"dec_layers", dec_layers}, {"dropout", dropout},
           {"max_len", max_len}, {"pre_ln", pre_ln}, {"tie_embeddings", tie_embeddings},
           {"activation", activation == Activation::gelu ? "gelu" : "relu"}, {"pad_id", pad_id},
-          {"layer_norm_eps", layer_norm_eps}};
+          {"layer_norm_eps", layer_norm_eps}, {"causal_decoder", causal_decoder}};
 }
 
 TransformerConfig TransformerConfig::from_json(const nlohmann::json& j) {
@@ -62,6 +62,7 @@ TransformerConfig TransformerConfig::from_json(const nlohmann::json& j) {
     c.activation = act == "gelu" ? Activation::gelu : Activation::relu;
     c.pad_id = j.at("pad_id").get<int64_t>();
     c.layer_norm_eps = j.value("layer_norm_eps", 1e-5);
+    c.causal_decoder = j.value("causal_decoder", true);
   } catch (const nlohmann::json::exception& e) {
     fail<ValueError>("TransformerConfig", "bad config JSON: {}", e.what());
   }
@@ -203,7 +204,7 @@ size_t KVCache::bytes_allocated() const {
 
 TransformerDecoderLayer::TransformerDecoderLayer(const TransformerConfig& c, Generator& gen,
                                                  std::shared_ptr<Generator> dg)
-    : Module("TransformerDecoderLayer"), pre_ln(c.pre_ln) {
+    : Module("TransformerDecoderLayer"), pre_ln(c.pre_ln), causal(c.causal_decoder) {
   const int64_t g = c.decoder_kv_heads();
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_config(c, g, dg), gen));
   cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(attention_config(c, g, dg), gen));
@@ -218,7 +219,7 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerConfig& c, Gen
 
 Tensor TransformerDecoderLayer::forward(const Tensor& x, const DecoderInputs& in, KVCache::Layer cache) {
   MHAOptions so;  // causal self-attention over the target so far
-  so.is_causal = true;
+  so.is_causal = causal;
   so.key_padding_mask = cache.self_attn ? Tensor() : in.tgt_key_padding_mask;
   so.cache = cache.self_attn;
   MHAOptions co;  // cross-attention to the encoder memory

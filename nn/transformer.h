@@ -51,6 +51,13 @@ struct TransformerConfig {
   Activation activation = Activation::relu;  // feed-forward nonlinearity (ReLU or GELU)
   int64_t pad_id = 0;           // embedding padding_idx (its row gets no gradient)
   double layer_norm_eps = 1e-5;  // epsilon added to the variance in every LayerNorm
+  // The decoder's self-attention is causal: target position t sees positions
+  // ≤ t, as a model trained to predict token t + 1 from tokens ≤ t must, since
+  // incremental decoding has nothing later to give it. false lets teacher
+  // forcing see the whole target (for studies of what the mask does: such a
+  // model learns to copy its next input and then cannot decode). Checkpoints
+  // without the field are causal.
+  bool causal_decoder = true;
 
   void validate() const;        // ValueError naming the bad field
   // Every field by name, as checkpoints store the model's shape.
@@ -148,6 +155,7 @@ class TransformerDecoderLayer : public Module {
   // the caches hold everything before.
   Tensor forward(const Tensor& x, const DecoderInputs& in, KVCache::Layer cache = {});
   bool pre_ln;  // pre-LN (LayerNorm before each sublayer) or post-LN; from the config
+  bool causal;  // the self-attention's causal mask (TransformerConfig::causal_decoder)
   // Masked (causal) self-attention over the target, with decoder_kv_heads() K/V heads.
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;  // cross-attention to the memory, same heads
   std::shared_ptr<FeedForward> ff;  // the position-wise feed-forward block

@@ -1,9 +1,12 @@
 // heads_study --quick end to end, as a subprocess: every output is produced
 // and well formed (one table row per setting, one JSON line per run, a head
 // table covering every head, pictures, a KV-cache benchmark whose outputs agree
-// and whose cache size matches its formula). Labelled "slow".
+// and whose cache size matches its formula, the grouped-query experiment's
+// models with their caches and logits, the causal-mask experiment's rows).
+// Labelled "slow".
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -109,6 +112,53 @@ TEST_F(HeadsStudy, QuickRunWritesEveryOutput) {
   for (auto it = std::sregex_iterator(kv.begin(), kv.end(), row); it != std::sregex_iterator(); ++it, ++rows)
     EXPECT_EQ((*it)[2], (*it)[3]);
   EXPECT_EQ(rows, 2) << kv;
+
+  // gqa-fr.jsonl: H = 8 with G = 8, 1, 2 from scratch, G = 1, 2 converted and uptrained; every
+  // cache at the formula, G times the bytes of G = 1; cached logits equal the teacher-forced ones.
+  std::map<std::pair<std::string, int64_t>, nlohmann::json> gqa;
+  for (const std::string& line : lines_of(read_text(out + "/gqa-fr.jsonl"))) {
+    const auto j = nlohmann::json::parse(line);
+    gqa[{j["how"].get<std::string>(), j["kv_heads"].get<int64_t>()}] = j;
+  }
+  ASSERT_EQ(gqa.size(), 7u);
+  for (const auto& [key, j] : gqa) {
+    EXPECT_EQ(j["heads"], 8);
+    EXPECT_EQ(j["steps"], key.first == "scratch" ? 40 : key.first == "converted" ? 0 : 2) << key.first;
+    ASSERT_EQ(j["cache"].size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      const auto& c = j["cache"][i];
+      EXPECT_EQ(c["t"], i == 0 ? 8 : 16);
+      EXPECT_EQ(c["bytes_used"], c["bytes_formula"]);
+      EXPECT_GE(c["bytes_allocated"].get<int64_t>(), c["bytes_used"].get<int64_t>());
+      EXPECT_EQ(c["bytes_used"].get<int64_t>(),
+                key.second * gqa.at({"scratch", 1})["cache"][i]["bytes_used"].get<int64_t>());
+      EXPECT_GT(c["ms_per_token"].get<double>(), 0);
+    }
+    EXPECT_GT(j["max_abs_logit"].get<double>(), 0);
+    EXPECT_LT(j["max_logit_diff"].get<double>(), 1e-4 * std::max(1.0, j["max_abs_logit"].get<double>()));
+    EXPECT_LE(j["exact_match"].get<double>(), 100);
+  }
+  EXPECT_FALSE(gqa.contains({"converted", 8}));
+  EXPECT_NE(read_text(out + "/gqa-fr.md").find("| uptrained | 2 | 1 |"), std::string::npos);
+
+  // mask-fr.jsonl: the wasted share (T − 1) / 2T at T = 8, 16, and the pair trained with and without the mask.
+  std::vector<nlohmann::json> work, trained;
+  for (const std::string& line : lines_of(read_text(out + "/mask-fr.jsonl"))) {
+    const auto j = nlohmann::json::parse(line);
+    (j["part"] == "work" ? work : trained).push_back(j);
+  }
+  ASSERT_EQ(work.size(), 2u);
+  for (const auto& w : work) {
+    const int64_t T = w["T"].get<int64_t>();
+    EXPECT_EQ(w["computed"], T * T);
+    EXPECT_EQ(w["needed"], T * (T + 1) / 2);
+    EXPECT_DOUBLE_EQ(w["wasted"].get<double>(), static_cast<double>(T - 1) / static_cast<double>(2 * T));
+  }
+  ASSERT_EQ(trained.size(), 2u);
+  EXPECT_EQ(trained[0]["causal"], true);
+  EXPECT_EQ(trained[1]["causal"], false);
+  for (const auto& t : trained) EXPECT_GT(t["loss"].get<double>(), 0);
+  EXPECT_NE(read_text(out + "/mask-fr.md").find("| no mask |"), std::string::npos);
 }
 
 TEST_F(HeadsStudy, QuickRolesWritesAlignmentScoresAndMatches) {
@@ -174,6 +224,7 @@ TEST_F(HeadsStudy, BadFlagsGetOneLineAndExitCode2) {
       {{"--quick", "--roles", "--langs", "es"}, "gold alignments exist for fr and de, got 'es'"},
       {{"--quick", "--kv-bench", "--heads", "4", "--kv-heads", "3"}, "--kv-heads 3 does not divide the benchmarked heads 4"},
       {{"--convert-gqa", "/nonexistent/ckpt", "--kv-heads", "1"}, "--convert-gqa needs --kv-heads G and --to"},
+      {{"--quick", "--gqa", "--mask"}, "give one of them"},
   };
   for (const auto& [args, phrase] : cases) {
     std::vector<std::string> a = args;

@@ -307,6 +307,34 @@ TEST(Transformer, KVHeadsConfigRoundTripsAndValidates) {
   EXPECT_NE(msg.find("kv_heads (3) must be positive and divide heads (2)"), std::string::npos) << msg;
 }
 
+TEST(Transformer, CausalDecoderOptionDecidesWhetherLaterTargetsLeak) {
+  // Changing target token 3 leaves the logits of positions 0-2 bit-identical
+  // with the causal mask (the default) and changes them without it.
+  const Tensor src = Tensor::from_vector(std::vector<int64_t>{3, 4, 5, 2}, {1, 4});
+  const Tensor tgt = Tensor::from_vector(std::vector<int64_t>{1, 6, 7, 8, 3}, {1, 5});
+  Tensor other = tgt.clone();
+  other.narrow(1, 3, 1).fill_(2.0);
+  for (const bool causal : {true, false}) {
+    TransformerConfig c = tiny_config();
+    c.causal_decoder = causal;
+    Generator gen(9);
+    Seq2SeqTransformer m(c, gen, nullptr);
+    m.eval();
+    NoGradGuard no_grad;
+    const auto a = m.forward(src, tgt).narrow(1, 0, 3).to_vector<float>();
+    const auto b = m.forward(src, other).narrow(1, 0, 3).to_vector<float>();
+    if (causal) EXPECT_EQ(a, b);
+    else EXPECT_NE(a, b);
+  }
+  TransformerConfig c = tiny_config();
+  EXPECT_EQ(c.to_json().at("causal_decoder"), true);
+  c.causal_decoder = false;
+  auto j = c.to_json();
+  EXPECT_FALSE(TransformerConfig::from_json(j).causal_decoder);
+  j.erase("causal_decoder");  // a checkpoint from before the option
+  EXPECT_TRUE(TransformerConfig::from_json(j).causal_decoder);
+}
+
 TEST(MultiHeadAttention, MeanPoolKVHeadsAveragesEachGroupsRows) {
   // heads 4, D 2, in 3: row r of head h holds 100·h + 10·r + column
   std::vector<double> w;

@@ -5,7 +5,8 @@
 // reads every spelling of a number (capitals, commas, digits) as its corpus
 // form, handles unknown words with <unk> (and refuses a line of nothing but
 // unknown words), draws attention pictures, and every bad
-// input gets exit code 2 and one line on stderr; resuming is exact.
+// input gets exit code 2 and one line on stderr; resuming is exact; --init-from
+// starts from a model's exact weights (also a heads_study --convert-gqa file).
 //
 // Labelled "slow" (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
@@ -27,6 +28,17 @@ using attograd::testing::write_text;
 namespace {
 
 const std::string kProgram = std::string(ATTOGRAD_BIN_DIR) + "/translate";
+const std::string kHeadsStudy = std::string(ATTOGRAD_BIN_DIR) + "/heads_study";
+
+// The JSON log's evaluation records (those with an eval_loss), in order.
+std::vector<nlohmann::json> eval_records(const std::string& log) {
+  std::vector<nlohmann::json> out;
+  for (const auto& line : lines_of(read_text(log))) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("eval_loss")) out.push_back(j);
+  }
+  return out;
+}
 
 // The first `n` data lines (after the header) of a corpus split.
 std::string head_of(const std::string& split, size_t n) {
@@ -179,6 +191,48 @@ TEST_F(TranslateProgram, ResumingIsExact) {
   ASSERT_FALSE(a.empty());
   EXPECT_TRUE(a == read_text(split + "/step-00000012.model.safetensors"));
   EXPECT_NE(a, read_text(split + "/step-00000006.model.safetensors"));
+}
+
+TEST_F(TranslateProgram, InitFromStartsFromTheModelsWeightsExactly) {
+  const std::vector<std::string> flags = {"--warmup", "2", "--eval-every", "0", "--eval-size", "40"};
+  const std::string src = dir_ + "/src", src_log = dir_ + "/src.jsonl";
+  train_small(src, flags + std::vector<std::string>{"--steps", "30", "--log", src_log});
+  const auto before = eval_records(src_log);
+  ASSERT_EQ(before.size(), 1u);
+
+  // Step 0 of the new run evaluates the loaded weights: the source's numbers to the last bit.
+  const std::string dst = dir_ + "/dst", dst_log = dir_ + "/dst.jsonl";
+  train_small(dst, flags + std::vector<std::string>{"--steps", "4", "--init-from", src, "--log", dst_log});
+  const auto after = eval_records(dst_log);
+  ASSERT_EQ(after.size(), 2u) << read_text(dst_log);
+  EXPECT_EQ(after[0]["step"], 0);
+  for (const char* k : {"eval_loss", "token_accuracy", "exact_match", "bleu"}) EXPECT_EQ(after[0][k], before[0][k]) << k;
+  EXPECT_EQ(after[1]["step"], 4);  // a fresh step count: 4 steps, not 30 + 4
+  EXPECT_TRUE(fs::exists(dst + "/step-00000004.model.safetensors"));
+
+  // Another model shape: exit code 2, one line naming the field.
+  const ProgramOutcome bad = run(std::vector<std::string>{"train", "--lang", "fr", "--data", data_} + kSmall +
+                                 std::vector<std::string>{"--heads", "1", "--steps", "2", "--warmup", "0", "--init-from", src});
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_EQ(lines_of(bad.err).size(), 1u) << bad.err;
+  EXPECT_NE(bad.err.find("heads: 2 in the checkpoint, 1 from the flags"), std::string::npos) << bad.err;
+  const ProgramOutcome both = run({"train", "--data", data_, "--checkpoint-dir", dst, "--resume", "--init-from", src});
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("--init-from and --resume exclude each other"), std::string::npos) << both.err;
+
+  // A grouped-query model converted by heads_study loads into a run with its K/V heads, and only there.
+  const std::string gqa = dir_ + "/gqa1.model.safetensors";
+  const ProgramOutcome c = attograd::testing::run_program(
+      kHeadsStudy, {"--convert-gqa", src, "--kv-heads", "1", "--to", gqa}, dir_);
+  ASSERT_EQ(c.code, 0) << c.err;
+  const std::string up_log = dir_ + "/up.jsonl";
+  train_small(dir_ + "/up", flags + std::vector<std::string>{"--steps", "3", "--kv-heads", "1", "--init-from", gqa,
+                                                             "--log", up_log});
+  EXPECT_EQ(eval_records(up_log).front()["step"], 0);
+  const ProgramOutcome mha = run(std::vector<std::string>{"train", "--lang", "fr", "--data", data_} + kSmall +
+                                 std::vector<std::string>{"--steps", "2", "--warmup", "0", "--init-from", gqa});
+  EXPECT_EQ(mha.code, 2);
+  EXPECT_NE(mha.err.find("kv_heads: 1 in the checkpoint, 2 from the flags"), std::string::npos) << mha.err;
 }
 
 TEST_F(TranslateProgram, BadInputGetsOneLineAndExitCode2) {

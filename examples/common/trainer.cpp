@@ -56,6 +56,9 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("checkpoint-every", "checkpoint every N steps (0: at every eval)", cxxopts::value<int64_t>()->default_value(std::to_string(d.checkpoint_every)))
       ("keep-last", "checkpoints to keep", cxxopts::value<int64_t>()->default_value(std::to_string(d.keep_last)))
       ("resume", "continue from the newest checkpoint in --checkpoint-dir")
+      ("init-from", "start from this checkpoint's weights (directory or .model.safetensors; e.g. a model converted "
+       "by heads_study --convert-gqa) with a fresh optimizer and step count; the model flags must match it",
+       cxxopts::value<std::string>()->default_value(d.init_from))
       ("stop-after", "stop after this step with a checkpoint, as if interrupted; --resume continues to --steps (0: off)",
        cxxopts::value<int64_t>()->default_value("0"))
       ("seed", "random seed (data, init, dropout)", cxxopts::value<uint64_t>()->default_value(std::to_string(d.seed)))
@@ -130,6 +133,10 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   if (t.stop_after > 0 && t.checkpoint_dir.empty())
     fail<ValueError>("flags", "--stop-after needs --checkpoint-dir (the run continues from its checkpoint)");
   if (t.resume && t.checkpoint_dir.empty()) fail<ValueError>("flags", "--resume needs --checkpoint-dir");
+  t.init_from = r["init-from"].as<std::string>();
+  if (t.resume && !t.init_from.empty())
+    fail<ValueError>("flags", "--init-from and --resume exclude each other; hint: --resume alone continues a run "
+                     "that started --init-from, from its own checkpoint");
   t.seed = r["seed"].as<uint64_t>();
   t.threads = cli::flag_in_range<int>(r, "threads", 1, 256);
   const std::string nf = r["on-nonfinite"].as<std::string>();
@@ -193,6 +200,8 @@ class Trainer {
 
  private:
   void resume();
+  void init_from();
+  void evaluate_start();
   bool step(int64_t step);
   double forward_backward(int64_t step);
   void skip_or_stop(int64_t step, double loss, double grad_norm, bool on_every_rank);
@@ -244,6 +253,7 @@ Trainer::Trainer(TrainTask& task, const TrainOptions& opt)
   state_.optimizer = opt.optimizer;
   if (!opt.checkpoint_dir.empty() && leads()) remove_stale_temporaries(opt.checkpoint_dir);
   if (opt.resume) resume();
+  if (!opt.init_from.empty()) init_from();
   dist::broadcast_parameters(comm_, params_);
   // Each rank draws its own dropout masks: rank 0 continues the run's stream
   // (the one checkpoints save), rank r > 0 a stream derived from it and r.
@@ -288,7 +298,49 @@ void Trainer::resume() {
   say(fmt::format("resumed from {} at step {}", c.model_path, state_.step));
 }
 
+// "heads: 4 in the checkpoint, 2 from the flags; kv_heads: ..." for every field
+// of two config objects that differs (empty when none does).
+std::string config_differences(const nlohmann::json& saved, const nlohmann::json& flags) {
+  std::string out;
+  auto field = [](const nlohmann::json& j, const std::string& k) { return j.contains(k) ? j.at(k).dump() : "none"; };
+  nlohmann::json keys = saved;
+  keys.update(flags);
+  for (const auto& [k, v] : keys.items())
+    if (field(saved, k) != field(flags, k))
+      out += fmt::format("{}{}: {} in the checkpoint, {} from the flags", out.empty() ? "" : "; ", k, field(saved, k),
+                         field(flags, k));
+  return out;
+}
+
+// Loads the weights of opt.init_from after checking it was made for the same
+// model, task and vocabularies; the rest of the run starts fresh.
+void Trainer::init_from() {
+  const Checkpoint c = load_checkpoint(opt_.init_from, /*need_train_state=*/false);
+  const std::string diff = config_differences(task_.reparsed_config(c.meta.config), meta_.config);
+  if (!diff.empty())
+    fail<ValueError>("init-from", "{} does not fit the model the flags give ({}); hint: pass its model flags",
+                     c.model_path, diff);
+  if (c.meta.task != meta_.task)
+    fail<ValueError>("init-from", "{} was trained on task {}, but the flags give {}", c.model_path, c.meta.task.dump(),
+                     meta_.task.dump());
+  if (c.meta.vocab_src != meta_.vocab_src || c.meta.vocab_tgt != meta_.vocab_tgt)
+    fail<ValueError>("init-from", "{} has other vocabularies than this run's training data gives; hint: the same "
+                     "--data and task flags it was trained with", c.model_path);
+  model_.load_state_dict(c.model);
+  say(fmt::format("initialized from {}; optimizer, schedule and step count start fresh", c.model_path));
+}
+
+// The starting model's held-out quality, as step 0 (with --init-from).
+void Trainer::evaluate_start() {
+  const TaskEval e = task_.evaluate(opt_.eval_size);
+  say(fmt::format("eval step 0: {}", e.summary));
+  nlohmann::json record = {{"step", 0}};
+  record.update(e.record);
+  log_.write(record);
+}
+
 RunSummary Trainer::run() {
+  if (!opt_.init_from.empty()) evaluate_start();
   model_.train();
   t0_ = Clock::now();
   for (int64_t s = first_; s <= last_; ++s)

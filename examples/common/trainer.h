@@ -62,6 +62,11 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;   // 0: at every eval
   int64_t keep_last = 3;
   bool resume = false;            // continue from checkpoint_dir's newest checkpoint
+  // Start from this checkpoint's weights (a directory or *.model.safetensors;
+  // "" for none): a fresh optimizer, schedule and step count, and the model
+  // evaluated once before the first step (logged as step 0). Its model config,
+  // task and vocabularies must be the run's.
+  std::string init_from;
   int64_t stop_after = 0;         // stop (with a checkpoint) after this step; the schedule still spans `steps`
   uint64_t seed = 1;
   int threads = cli::usable_cores();  // sched_getaffinity's cores; results are the same for any count
@@ -168,7 +173,8 @@ struct RunSummary {
 // end the job (guarded_main's MPI_Abort): the other ranks wait for it.
 // With opt.resume, restores model, optimizer, schedule, data position and the
 // dropout generator from opt.checkpoint_dir first (the checkpoint's optimizer
-// must be opt.optimizer, its config and task the task's).
+// must be opt.optimizer, its config and task the task's). With opt.init_from,
+// loads only the model's weights (ValueError naming the fields that differ).
 RunSummary train(TrainTask& task, const TrainOptions& opt);
 
 // Rank `rank` of `size` takes items [n * rank / size, n * (rank + 1) / size):

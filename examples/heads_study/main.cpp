@@ -3,6 +3,8 @@
 //   heads_study --quick            a few minutes: the whole pipeline on a small grid (used by the tests)
 //   heads_study --full             the study of docs/heads-study.md (see there for its running time)
 //   heads_study --kv-bench         only the KV-cache benchmark
+//   heads_study --gqa              only experiment 6: grouped-query attention, quality against cache cost
+//   heads_study --mask             only experiment 7: the causal mask's wasted work, and a model trained without it
 //   heads_study --inspect CKPT     only the head inspection and pruning, of a model trained by `translate train`
 //   heads_study --roles            only the head-role study: --seeds models with H = 4 per language
 //   heads_study --inspect CKPT --roles   the head-role study of one checkpoint
@@ -18,7 +20,9 @@
 //   roles-<lang>.md, .jsonl              gold-alignment accuracy per cross head and role, head scores,
 //                                        heads matched across seeds (the H = 4 models of every seed)
 //   kv-bench.md                          decoding with and without the KV cache
-// tools/plot_heads.py turns results.jsonl into heads.png.
+//   gqa-<lang>.md, .jsonl                G K/V heads from scratch, converted and uptrained: quality, cache, logits
+//   mask-<lang>.md, .jsonl               the causal mask's wasted score work; training with and without it
+// tools/plot_heads.py turns results.jsonl into heads.png, tools/plot_gqa.py gqa-*.jsonl into gqa.png.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -29,6 +33,8 @@
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
 #include "examples/heads_study/roles.h"
+#include "examples/heads_study/gqa_study.h"
+#include "examples/heads_study/mask_study.h"
 #include "examples/heads_study/study.h"
 
 using namespace attograd;
@@ -75,6 +81,25 @@ StudyOptions quick_study() {
   return o;
 }
 
+// Experiments 6 and 7 on the quick study's tiny model.
+GqaOptions quick_gqa() {
+  GqaOptions g;
+  g.seeds = 1;
+  g.lengths = {8, 16};
+  g.batch = 4;
+  g.repeats = 1;
+  g.logit_sentences = 16;
+  return g;
+}
+MaskOptions quick_mask(const StudyOptions& o) {
+  MaskOptions m;
+  m.steps = o.training.steps;
+  m.lengths = {8, 16};
+  m.batch = 2;
+  m.repeats = 1;
+  return m;
+}
+
 template <class T>
 std::vector<T> list_flag(const cxxopts::ParseResult& r, const char* flag, std::vector<T> fallback) {
   return r.count(flag) ? r[flag].as<std::vector<T>>() : fallback;
@@ -82,6 +107,8 @@ std::vector<T> list_flag(const cxxopts::ParseResult& r, const char* flag, std::v
 
 int run(const cxxopts::ParseResult& r) {
   if (r.count("quick") && r.count("full")) fail<ValueError>("flags", "--quick and --full exclude each other");
+  if (r.count("gqa") + r.count("mask") + r.count("kv-bench") + (r.count("inspect") || r.count("roles")) > 1)
+    fail<ValueError>("flags", "--gqa, --mask, --kv-bench and --inspect or --roles each run one part; give one of them");
   if (r.count("convert-gqa")) {
     if (!r.count("to") || !r.count("kv-heads"))
       fail<ValueError>("flags", "--convert-gqa needs --kv-heads G and --to OUT.model.safetensors");
@@ -114,6 +141,11 @@ int run(const cxxopts::ParseResult& r) {
   o.training.threads = threads;
   const std::string kernel = configure_threads(threads);
   check_dir_writable(o.out_dir, "out");
+  GqaOptions gqa = r.count("quick") ? quick_gqa() : GqaOptions();
+  MaskOptions mask = r.count("quick") ? quick_mask(o) : MaskOptions();
+  if (r.count("seeds")) gqa.seeds = o.seeds;
+  if (r.count("steps")) mask.steps = o.training.steps;
+  const std::string mask_lang = o.langs.front();
 
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return cli::format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); };
@@ -139,6 +171,18 @@ int run(const cxxopts::ParseResult& r) {
     fmt::print("wrote {}/pruning-{}.md\n", o.out_dir, lang);
     return 0;
   }
+  if (r.count("gqa")) {
+    for (const std::string& lang : o.langs) fmt::print("plan: {}\n", gqa_plan(o, gqa, lang));
+    for (const std::string& lang : o.langs) {
+      gqa_study(o, gqa, load_corpus(o.data_dir, lang));
+      fmt::print("[{}] wrote {}/gqa-{}.md, .jsonl\n", elapsed(), o.out_dir, lang);
+    }
+    return 0;
+  }
+  if (r.count("mask")) {
+    fmt::print("plan: {}\n{}", mask_plan(mask, mask_lang), mask_study(o, mask, load_corpus(o.data_dir, mask_lang)));
+    return 0;
+  }
   if (r.count("kv-bench")) {
     fmt::print("{}", kv_bench(o, load_corpus(o.data_dir, o.langs.front())));
     return 0;
@@ -161,6 +205,8 @@ int run(const cxxopts::ParseResult& r) {
     }
     return 0;
   }
+  for (const std::string& lang : o.langs) fmt::print("plan: {}\n", gqa_plan(o, gqa, lang));
+  fmt::print("plan: {}\n", mask_plan(mask, mask_lang));
   std::vector<RunResult> runs;
   for (const std::string& lang : o.langs) {
     const Corpus corpus = load_corpus(o.data_dir, lang);
@@ -183,8 +229,13 @@ int run(const cxxopts::ParseResult& r) {
                lang);
   }
   kv_bench(o, load_corpus(o.data_dir, o.langs.front()));
-  fmt::print("[{}] done: {}/heads.md, heads.svg, results.jsonl, inspect-*.md, pruning-*.md, roles-*.md, kv-bench.md\n",
-             elapsed(), o.out_dir);
+  for (const std::string& lang : o.langs) {
+    gqa_study(o, gqa, load_corpus(o.data_dir, lang));
+    fmt::print("[{}] {}: wrote {}/gqa-{}.md\n", elapsed(), lang, o.out_dir, lang);
+  }
+  mask_study(o, mask, load_corpus(o.data_dir, mask_lang));
+  fmt::print("[{}] done: {}/heads.md, heads.svg, results.jsonl, inspect-*.md, pruning-*.md, roles-*.md, kv-bench.md, "
+             "gqa-*.md, mask-{}.md\n", elapsed(), o.out_dir, mask_lang);
   return 0;
 }
 
@@ -200,6 +251,10 @@ int main(int argc, char** argv) {
         ("kv-bench", "only the KV-cache benchmark")
         ("roles", "only the head-role study (gold alignments, head scores, seeds matched): trains --seeds models "
          "with H = 4 per language, or studies the --inspect checkpoint")
+        ("gqa", "only experiment 6: H = 8 with G = 1, 2, 8 K/V heads, from scratch and uptrained from the multi-head "
+         "model: quality against KV-cache bytes and cached ms/token")
+        ("mask", "only experiment 7: the causal mask's wasted score work, and a model trained without the mask "
+         "(the first of --langs)")
         ("inspect", "only inspect the heads of a trained translate checkpoint (directory or .model.safetensors)",
          cxxopts::value<std::string>())
         ("convert-gqa", "only convert a translate checkpoint (directory or .model.safetensors) to grouped-query "
