@@ -230,8 +230,9 @@ std::string curves_markdown(const StudyOptions& o, const std::vector<GridConfig>
   }
   md += "\n### Paired differences between neighbouring H\n\n"
         "Same seed = same data order and the same initialisation stream. Mean difference (larger H minus smaller) "
-        "and its 95% bootstrap interval over the pairs; * marks an interval that excludes 0. With 3 pairs a "
-        "percentile bootstrap is narrow (it only sees the spread of 3 values): read * as a hint, not a test.\n\n"
+        "and its 95% bootstrap interval over the pairs; * marks an interval that excludes 0. With few pairs a "
+        "percentile bootstrap is narrow (it only sees their spread; with 2 it is their range): read * as a hint, "
+        "not a test.\n\n"
         "| from H | to H | pairs | Δ exact match | Δ token accuracy | Δ test loss | Δ valid token accuracy at 1/4 "
         "budget |\n|---|---|---|---|---|---|---|\n";
   const int64_t quarter = o.steps_for(lang) / 4;
