@@ -48,7 +48,8 @@ StudyOptions full_study() {
   o.model.max_len = 96;
   o.training.steps = 600;  // below saturation: fr reaches 99.8% at 1,000 steps (H = 4), which hides differences
   // The learning curves show whether a run flattened: fr H = 4 is at 99.8% by 1,000 steps; de is not (translate
-  // reaches 99.95% at 3,000), but 3,000 steps x 15 de runs alone would take about 105 core-minutes.
+  // reaches 99.95% at 3,000), but 3,000 steps x 15 de runs alone would take about 63 core-minutes
+  // (docs/heads-study.md).
   o.steps_per_lang = {{"fr", 1000}, {"de", 1000}};
   o.training.batch_size = 64;
   o.training.lr = 3e-3;
