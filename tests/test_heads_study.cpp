@@ -1,9 +1,10 @@
 // heads_study --quick end to end, as a subprocess: every output is produced
 // and well formed (one table row per setting, one JSON line per run, a head
 // table covering every head, pictures, a KV-cache benchmark whose outputs agree
-// and whose cache size matches its formula, the grouped-query experiment's
-// models with their caches and logits, the causal-mask experiment's rows).
-// Labelled "slow".
+// and whose cache size matches its formula, learning curves, both axes of H,
+// the composition split, the plots of tools/plot_heads.py when Debian's
+// python3 has matplotlib, the grouped-query experiment's models with their
+// caches and logits, the causal-mask experiment's rows). Labelled "slow".
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +74,61 @@ TEST_F(HeadsStudy, QuickRunWritesEveryOutput) {
     EXPECT_LE(j["bleu"].get<double>(), 100);
   }
   EXPECT_EQ(read_text(out + "/heads.svg").rfind("<svg", 0), 0u);
+
+  // curves-fr.jsonl: one line per run of both axes (constant E = 32: H = 1, 2;
+  // constant D = 16: E = 16, 32 with F = 4E), each with a learning curve from
+  // step 0 every 10 steps to the budget of 40, and scores in range.
+  std::set<std::tuple<int64_t, int64_t, int64_t>> shapes;
+  for (const std::string& line : lines_of(read_text(out + "/curves-fr.jsonl"))) {
+    const auto j = nlohmann::json::parse(line);
+    shapes.insert({j["heads"].get<int64_t>(), j["d_model"].get<int64_t>(), j["d_ff"].get<int64_t>()});
+    EXPECT_EQ(j["curve"]["step"].get<std::vector<int64_t>>(), (std::vector<int64_t>{0, 10, 20, 30, 40})) << line;
+    for (const char* k : {"valid_token_accuracy", "valid_loss"}) EXPECT_EQ(j["curve"][k].size(), 5u) << k;
+    for (double a : j["curve"]["valid_token_accuracy"].get<std::vector<double>>()) {
+      EXPECT_GE(a, 0);
+      EXPECT_LE(a, 100);
+    }
+    for (double l : j["curve"]["valid_loss"].get<std::vector<double>>()) EXPECT_GT(l, 0);
+    EXPECT_GE(j["gen_exact_match"].get<double>(), 0);
+    EXPECT_LE(j["gen_exact_match"].get<double>(), 100);
+  }
+  const std::set<std::tuple<int64_t, int64_t, int64_t>> want = {{1, 32, 64}, {2, 32, 64}, {1, 16, 64}, {2, 32, 128}};
+  EXPECT_EQ(shapes, want);
+
+  // curves-fr.md: a row per H with intervals, and the paired difference of H = 1 → 2 (one seed, one pair).
+  const std::string curves_md = read_text(out + "/curves-fr.md");
+  const std::string ci = R"([0-9.]+ \[[0-9.]+, [0-9.]+\])";
+  EXPECT_EQ(count_matches(curves_md, std::regex(R"(\| [12] \| (32|16) \| 1 \| )" + ci + R"( \| )" + ci)), 2) << curves_md;
+  EXPECT_EQ(count_matches(curves_md, std::regex(R"(\| 1 \| 2 \| 1 \| [-+][0-9.]+ \[)")), 1) << curves_md;
+
+  // axes.md: both axes (E: two shapes, D: two shapes) with a measured step time, and a critical H per budget.
+  const std::string axes = read_text(out + "/axes.md");
+  EXPECT_EQ(count_matches(axes, std::regex(R"(\| E \| [12] \| \d+ \| 32 \| 64 \| 1 \| \d+ \| [0-9.]+ \| [0-9.]+ \|)")), 2)
+      << axes;
+  EXPECT_EQ(count_matches(axes, std::regex(R"(\| D \| [12] \| 16 \| (16|32) \| (64|128) \| 1 \| \d+ \| [0-9.]+ \| [0-9.]+ \|)")),
+            2) << axes;
+  EXPECT_EQ(count_matches(axes, std::regex(R"(\| [ED] \| \d+ steps(, test exact match)? \| [12] \(.*\) \| [12] \|)")), 8)
+      << axes;
+  const auto timing = lines_of(read_text(out + "/axes.jsonl"));
+  ASSERT_EQ(timing.size(), 4u);
+  for (const std::string& line : timing) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["step_ms"].size(), 2u);  // the quick study's 2 interleaved rounds
+    EXPECT_GT(j["median_ms"].get<double>(), 0);
+  }
+  // composition.md: gen against test for each of the 4 shapes.
+  const std::string comp = read_text(out + "/composition.md");
+  EXPECT_EQ(count_matches(comp, std::regex(R"(\| fr \| (E|D|E, D) \| [12] \| \d+ \| \d+ \| 1 \| )" + ci)), 4) << comp;
+
+  // The plots, when Debian's python3 has matplotlib.
+  if (run_program("/usr/bin/python3", {"-c", "import matplotlib"}, dir_).code == 0) {
+    const auto p = run_program("/usr/bin/python3", {std::string(ATTOGRAD_SOURCE_DIR) + "/tools/plot_heads.py",
+                                                    out + "/results.jsonl", "-o", out + "/heads.png", "--study", out},
+                               dir_);
+    ASSERT_EQ(p.code, 0) << p.err << p.out;
+    for (const char* f : {"heads.png", "curves-fr.png", "steps-to-target.png", "axes.png"})
+      EXPECT_GT(fs::file_size(out + "/" + f), 1000u) << f;
+  }
 
   // inspect-fr.md: a row for every head of every attention module (1+1 layers, 2 heads, inspected H = 2).
   const std::string inspect = read_text(out + "/inspect-fr.md");
@@ -225,6 +282,9 @@ TEST_F(HeadsStudy, BadFlagsGetOneLineAndExitCode2) {
       {{"--quick", "--kv-bench", "--heads", "4", "--kv-heads", "3"}, "--kv-heads 3 does not divide the benchmarked heads 4"},
       {{"--convert-gqa", "/nonexistent/ckpt", "--kv-heads", "1"}, "--convert-gqa needs --kv-heads G and --to"},
       {{"--quick", "--gqa", "--mask"}, "give one of them"},
+      {{"--quick", "--part", "3/2"}, "--part must be i/n with 1 <= i <= n <= 64, got '3/2'"},
+      {{"--quick", "--lang-steps", "fr"}, "--lang-steps expects lang=N"},
+      {{"--quick", "--width-heads", "0"}, "--width-heads must be in [1, 64], got 0"},
   };
   for (const auto& [args, phrase] : cases) {
     std::vector<std::string> a = args;

@@ -252,6 +252,11 @@ class Seq2SeqTask : public TrainTask {
 
 }  // namespace
 
+std::unique_ptr<TrainTask> seq2seq_task(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen,
+                                        DataLoader& train, const Dataset& heldout, const TaskHooks& hooks) {
+  return std::make_unique<Seq2SeqTask>(model, std::move(dropout_gen), train, heldout, hooks);
+}
+
 TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
                            const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks) {
   Seq2SeqTask task(model, std::move(dropout_gen), train, heldout, hooks);

@@ -206,6 +206,11 @@ struct TrainSummary : RunSummary {
 TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen, DataLoader& train,
                            const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks);
 
+// The task train_seq2seq trains, for a program that wraps it (heads_study
+// records a learning curve at its evaluations). The arguments must outlive it.
+std::unique_ptr<TrainTask> seq2seq_task(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen,
+                                        DataLoader& train, const Dataset& heldout, const TaskHooks& hooks);
+
 // Sets attograd's thread pool (GEMMs and parallel loops; see autograd/backend/threads.h)
 // and prints nothing; returns the BLAS kernel name.
 std::string configure_threads(int threads);

@@ -2,6 +2,8 @@
 //
 //   heads_study --quick            a few minutes: the whole pipeline on a small grid (used by the tests)
 //   heads_study --full             the study of docs/heads-study.md (see there for its running time)
+//   heads_study --full --part 1/2  only every second run of the grid, kept in --out/runs/ for a later
+//                                  invocation (run --part 2/2 beside it, then --full to finish: two cores)
 //   heads_study --kv-bench         only the KV-cache benchmark
 //   heads_study --gqa              only experiment 6: grouped-query attention, quality against cache cost
 //   heads_study --mask             only experiment 7: the causal mask's wasted work, and a model trained without it
@@ -22,16 +24,22 @@
 //   kv-bench.md                          decoding with and without the KV cache
 //   gqa-<lang>.md, .jsonl                G K/V heads from scratch, converted and uptrained: quality, cache, logits
 //   mask-<lang>.md, .jsonl               the causal mask's wasted score work; training with and without it
-// tools/plot_heads.py turns results.jsonl into heads.png, tools/plot_gqa.py gqa-*.jsonl into gqa.png.
+//   curves-<lang>.md, .jsonl             learning curves, final quality and steps to a target per H, with 95% CIs
+//   axes.md, axes.jsonl                  constant E against constant D: quality against parameters, FLOPs, step time
+//   composition.md                       exact match on the composition split (gen.tsv) against test per H
+// tools/plot_heads.py turns results.jsonl into heads.png (--study DIR: the curves and axes figures),
+// tools/plot_gqa.py gqa-*.jsonl into gqa.png, tools/plot_roles.py roles-*.jsonl into the role x head matrix.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
+#include "examples/heads_study/curves.h"
 #include "examples/heads_study/roles.h"
 #include "examples/heads_study/gqa_study.h"
 #include "examples/heads_study/mask_study.h"
@@ -51,6 +59,10 @@ StudyOptions full_study() {
   o.model.dropout = 0.0;
   o.model.max_len = 96;
   o.training.steps = 600;  // below saturation: fr reaches 99.8% at 1,000 steps (H = 4), which hides differences
+  // The learning curves show whether a run flattened: fr H = 4 is at 99.8% by 1,000 steps; de is not (translate
+  // reaches 99.95% at 3,000), but 3,000 steps x 15 de runs alone would take about 63 core-minutes
+  // (docs/heads-study.md).
+  o.steps_per_lang = {{"fr", 1000}, {"de", 1000}};
   o.training.batch_size = 64;
   o.training.lr = 3e-3;
   o.training.schedule = "cosine";
@@ -78,6 +90,12 @@ StudyOptions quick_study() {
   o.kv_lengths = {8, 16};
   o.kv_batch = 4;
   o.kv_repeats = 1;
+  o.steps_per_lang = {};
+  o.curve_every = 10;
+  o.curve_size = 32;
+  o.width_heads = {1, 2};
+  o.timing_rounds = 2;
+  o.timing_steps = 2;
   return o;
 }
 
@@ -98,6 +116,16 @@ MaskOptions quick_mask(const StudyOptions& o) {
   m.batch = 2;
   m.repeats = 1;
   return m;
+}
+
+// --part i/n: {i, n}, 1 <= i <= n.
+std::pair<int64_t, int64_t> part_flag(const std::string& text) {
+  int64_t i = 0, n = 0;
+  char slash = 0;
+  std::istringstream in(text);
+  if (!(in >> i >> slash >> n) || slash != '/' || !in.eof() || i < 1 || n < 1 || i > n || n > 64)
+    fail<ValueError>("flags", "--part must be i/n with 1 <= i <= n <= 64, got '{}'", text);
+  return {i, n};
 }
 
 template <class T>
@@ -123,7 +151,19 @@ int run(const cxxopts::ParseResult& r) {
   o.langs = list_flag<std::string>(r, "langs", o.langs);
   o.heads = list_flag<int64_t>(r, "heads", o.heads);
   if (r.count("seeds")) o.seeds = r["seeds"].as<int64_t>();
-  if (r.count("steps")) o.training.steps = r["steps"].as<int64_t>();
+  if (r.count("steps")) {
+    o.training.steps = r["steps"].as<int64_t>();
+    o.steps_per_lang.clear();
+  }
+  for (const std::string& item : list_flag<std::string>(r, "lang-steps", {})) {
+    const size_t eq = item.find('=');
+    int64_t n = 0;
+    std::istringstream in(eq == std::string::npos ? "" : item.substr(eq + 1));
+    if (!(in >> n) || !in.eof() || n < 1 || n > 10'000'000)
+      fail<ValueError>("flags", "--lang-steps expects lang=N with 1 <= N <= 10000000, got '{}'", item);
+    o.steps_per_lang[item.substr(0, eq)] = n;
+  }
+  o.width_heads = list_flag<int64_t>(r, "width-heads", o.width_heads);
   if (o.seeds < 1 || o.seeds > 100) fail<ValueError>("flags", "--seeds must be in [1, 100], got {}", o.seeds);
   if (o.training.steps < 1 || o.training.steps > 10'000'000)
     fail<ValueError>("flags", "--steps must be in [1, 10000000], got {}", o.training.steps);
@@ -132,6 +172,8 @@ int run(const cxxopts::ParseResult& r) {
     if (h < 1 || o.model.d_model % h != 0)
       fail<ValueError>("flags", "--heads {} does not divide d_model {}", h, o.model.d_model);
   std::sort(o.heads.begin(), o.heads.end());
+  for (int64_t h : o.width_heads)
+    if (h < 1 || h > 64) fail<ValueError>("flags", "--width-heads must be in [1, 64], got {}", h);
   if (std::find(o.heads.begin(), o.heads.end(), o.inspect_heads) == o.heads.end()) o.inspect_heads = o.heads.back();
   o.kv_groups = list_flag<int64_t>(r, "kv-heads", {o.inspect_heads});
   for (int64_t g : o.kv_groups)
@@ -139,6 +181,7 @@ int run(const cxxopts::ParseResult& r) {
       fail<ValueError>("flags", "--kv-heads {} does not divide the benchmarked heads {}", g, o.inspect_heads);
   const int threads = cli::flag_in_range<int>(r, "threads", 1, 256);
   o.training.threads = threads;
+  const auto [part, parts] = r.count("part") ? part_flag(r["part"].as<std::string>()) : std::pair<int64_t, int64_t>{1, 1};
   const std::string kernel = configure_threads(threads);
   check_dir_writable(o.out_dir, "out");
   GqaOptions gqa = r.count("quick") ? quick_gqa() : GqaOptions();
@@ -149,9 +192,11 @@ int run(const cxxopts::ParseResult& r) {
 
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return cli::format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); };
-  fmt::print("heads_study: langs {} | heads {} | {} seed(s) | {} steps per run | d_model {} | {} thread(s), BLAS {}\n",
-             fmt::join(o.langs, ","), fmt::join(o.heads, ","), o.seeds, o.training.steps, o.model.d_model, threads,
-             kernel);
+  std::vector<std::string> budgets;
+  for (const std::string& lang : o.langs) budgets.push_back(fmt::format("{} {}", lang, o.steps_for(lang)));
+  fmt::print("heads_study: langs {} | heads {} (constant D {}: {}) | {} seed(s) | steps {} | d_model {} | {} "
+             "thread(s), BLAS {}\n", fmt::join(o.langs, ","), fmt::join(o.heads, ","), o.head_width,
+             fmt::join(o.width_heads, ","), o.seeds, fmt::join(budgets, ", "), o.model.d_model, threads, kernel);
 
   if (r.count("inspect")) {
     TrainedTranslator t = load_translator(r["inspect"].as<std::string>());
@@ -208,25 +253,54 @@ int run(const cxxopts::ParseResult& r) {
   for (const std::string& lang : o.langs) fmt::print("plan: {}\n", gqa_plan(o, gqa, lang));
   fmt::print("plan: {}\n", mask_plan(mask, mask_lang));
   std::vector<RunResult> runs;
-  for (const std::string& lang : o.langs) {
-    const Corpus corpus = load_corpus(o.data_dir, lang);
-    std::vector<RoleModel> inspected;  // H = o.inspect_heads, every seed
-    for (int64_t h : o.heads)
-      for (int64_t seed = 1; seed <= o.seeds; ++seed) {
-        const bool keep = h == o.inspect_heads;
+  std::vector<Corpus> corpora;
+  for (const std::string& lang : o.langs) corpora.push_back(load_corpus(o.data_dir, lang));
+  const std::vector<GridConfig> grid = study_grid(o);
+  std::vector<const Corpus*> loaded;
+  for (const Corpus& c : corpora) loaded.push_back(&c);
+  std::vector<StepTiming> timing;
+  if (parts == 1) {
+    timing = interleaved_step_times(o, grid, loaded);
+    fmt::print("[{}] {}", elapsed(), planned_compute(o, timing));
+    std::fflush(stdout);
+  }
+  int64_t index = 0;  // of the runs a part may take (not the inspected ones)
+  for (const Corpus& corpus : corpora) {
+    const std::string lang = corpus.translator.task.lang;
+    std::vector<RoleModel> inspected;  // H = o.inspect_heads at constant E, every seed
+    for (const GridConfig& c : grid)
+      for (int64_t seed = 1; seed <= o.seeds && c.lang == lang; ++seed) {
+        const bool keep = c.constant_e && c.heads == o.inspect_heads;
+        const bool mine = !keep && in_part(index, part, parts);
+        if (!keep) ++index;
+        if (parts > 1 && !mine) continue;
+        std::optional<RunResult> saved = keep ? std::nullopt : load_run(o, c, static_cast<uint64_t>(seed));
+        const bool trained = !saved;
         if (keep) inspected.push_back({static_cast<uint64_t>(seed), nullptr});
-        runs.push_back(train_run(o, corpus, h, static_cast<uint64_t>(seed), keep ? &inspected.back().model : nullptr));
+        if (trained) {
+          saved = train_run(options_for(o, c), corpus, c.heads, static_cast<uint64_t>(seed),
+                            keep ? &inspected.back().model : nullptr);
+          if (!keep) save_run(o, *saved);
+        }
+        runs.push_back(*saved);
         const RunResult& x = runs.back();
-        fmt::print("[{}] {} H={:<2} seed {}: exact match {:.1f}%  BLEU {:.1f}  test loss {:.4f}  step {:.1f} ms\n",
-                   elapsed(), lang, h, seed, x.exact_match, x.bleu, x.loss, x.step_ms);
+        fmt::print("[{}] {} H={:<2} E={:<3} seed {}: exact match {:.1f}% (gen {:.1f}%)  BLEU {:.1f}  test loss {:.4f}  "
+                   "step {:.1f} ms{}\n", elapsed(), lang, c.heads, c.d_model, seed, x.exact_match, x.gen_exact_match,
+                   x.bleu, x.loss, x.step_ms, trained ? "" : " (saved run)");
         std::fflush(stdout);
       }
+    if (parts > 1) continue;
     write_grid_report(o, runs);
-    inspect_model(o, corpus, *inspected.front().model, fmt::format("{} steps, seed 1 of the grid", o.training.steps));
+    write_curve_reports(o, runs, timing);
+    inspect_model(o, corpus, *inspected.front().model, fmt::format("{} steps, seed 1 of the grid", o.steps_for(lang)));
     pruning_curves(o, corpus, *inspected.front().model, 1);
     if (has_gold_alignments(lang)) roles_study(o, corpus, inspected);
     fmt::print("[{}] {}: wrote {}/inspect-{}.md, pruning-{}.md, roles-{}.md\n", elapsed(), lang, o.out_dir, lang, lang,
                lang);
+  }
+  if (parts > 1) {
+    fmt::print("[{}] part {}/{} done: its runs are in {}/runs/\n", elapsed(), part, parts, o.out_dir);
+    return 0;
   }
   kv_bench(o, load_corpus(o.data_dir, o.langs.front()));
   for (const std::string& lang : o.langs) {
@@ -234,8 +308,9 @@ int run(const cxxopts::ParseResult& r) {
     fmt::print("[{}] {}: wrote {}/gqa-{}.md\n", elapsed(), lang, o.out_dir, lang);
   }
   mask_study(o, mask, load_corpus(o.data_dir, mask_lang));
-  fmt::print("[{}] done: {}/heads.md, heads.svg, results.jsonl, inspect-*.md, pruning-*.md, roles-*.md, kv-bench.md, "
-             "gqa-*.md, mask-{}.md\n", elapsed(), o.out_dir, mask_lang);
+  fmt::print("[{}] done: {}/heads.md, heads.svg, results.jsonl, curves-*.md, curves-*.jsonl, axes.md, axes.jsonl, "
+             "composition.md, inspect-*.md, pruning-*.md, roles-*.md, kv-bench.md, gqa-*.md, mask-{}.md\n", elapsed(),
+             o.out_dir, mask_lang);
   return 0;
 }
 
@@ -268,7 +343,14 @@ int main(int argc, char** argv) {
         ("langs", "target languages, comma-separated", cxxopts::value<std::vector<std::string>>())
         ("heads", "head counts, comma-separated (each must divide d_model)", cxxopts::value<std::vector<int64_t>>())
         ("seeds", "seeds per setting", cxxopts::value<int64_t>())
-        ("steps", "training steps per run", cxxopts::value<int64_t>())
+        ("steps", "training steps per run, every language (default: per language, fr 1000, de 1000)",
+         cxxopts::value<int64_t>())
+        ("part", "i/n: train only every n-th run of the grid from the i-th (not the inspected ones), keep them in "
+         "--out/runs/ and stop; a later invocation without --part reuses them", cxxopts::value<std::string>())
+        ("lang-steps", "per-language step budgets, e.g. fr=1000,de=1500 (after --steps)",
+         cxxopts::value<std::vector<std::string>>())
+        ("width-heads", "head counts of the constant-D axis (D = 16, E = 16·H), comma-separated",
+         cxxopts::value<std::vector<int64_t>>())
         ("threads", "compute threads (default: the cores this process may use; results are the same for any count)",
          cxxopts::value<int>()->default_value(std::to_string(cli::usable_cores())))
         ("h,help", "show this help");

@@ -8,10 +8,12 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <attograd/autograd/io/safetensors.h>
 #include <attograd/autograd/engine.h>
 #include "examples/common/attention_svg.h"
+#include "examples/heads_study/curves.h"
 #include "examples/heads_study/head_stats.h"
 #include <attograd/nn/generate.h>
 
@@ -48,7 +50,8 @@ Corpus load_corpus(const std::string& data_dir, const std::string& lang) {
   const ParallelText train = read_split(data_dir, "train", lang);
   Translator tr = Translator::from_training_text(task, train);
   VectorDataset train_set = tr.encode(train), test_set = tr.encode(read_split(data_dir, "test", lang));
-  return {std::move(tr), std::move(train_set), std::move(test_set)};
+  VectorDataset valid = tr.encode(read_split(data_dir, "valid", lang)), gen = tr.encode(read_split(data_dir, "gen", lang));
+  return {std::move(tr), std::move(train_set), std::move(test_set), std::move(valid), std::move(gen)};
 }
 
 double flops_per_target_token(const TransformerConfig& c, double S, double T) {
@@ -70,9 +73,10 @@ RunResult train_run(const StudyOptions& o, const Corpus& corpus, int64_t heads, 
   cfg.tgt_vocab = corpus.translator.tgt_vocab.size();
   cfg.validate();
   TrainOptions t = o.training;
+  t.steps = o.steps_for(corpus.translator.task.lang);
+  if (t.warmup >= t.steps) t.warmup = t.steps / 10;
   t.seed = seed;
-  t.eval_every = 0;  // one evaluation, at the end, on the test split
-  t.eval_size = o.eval_size;
+  t.eval_every = o.curve_every;  // the learning curve on valid; test and gen are scored after training
   t.quiet = true;
   t.samples = 0;
 
@@ -83,7 +87,10 @@ RunResult train_run(const StudyOptions& o, const Corpus& corpus, int64_t heads, 
   lo.batch_size = t.batch_size;
   lo.seed = seed;
   DataLoader loader(corpus.train, lo);
-  const TrainSummary s = train_seq2seq(*model, dropout_gen, loader, corpus.test, t, corpus.translator.hooks());
+  RunResult r;
+  const RunSummary s = train_with_curve(*model, dropout_gen, loader, corpus, t, o.curve_size, r.curve);
+  const EvalResult test = score_split(*model, corpus.translator, corpus.test, o.eval_size);
+  const EvalResult gen = score_split(*model, corpus.translator, corpus.gen, o.eval_size);
 
   double src_tokens = 0, tgt_tokens = 0;
   for (const Example& e : corpus.train.examples()) {
@@ -92,16 +99,19 @@ RunResult train_run(const StudyOptions& o, const Corpus& corpus, int64_t heads, 
   }
   const double n = static_cast<double>(corpus.train.size());
 
-  RunResult r;
   r.lang = corpus.translator.task.lang;
   r.heads = heads;
   r.head_width = cfg.d_model / heads;
+  r.d_model = cfg.d_model;
+  r.d_ff = cfg.d_ff;
+  r.steps = t.steps;
   r.seed = seed;
-  r.exact_match = 100 * s.last_eval.exact_match;
-  r.token_accuracy = 100 * s.last_eval.token_accuracy;
-  r.loss = s.last_eval.loss;
-  for (auto& [k, v] : s.last_eval.extra)
-    if (k == "bleu") r.bleu = v;
+  r.exact_match = 100 * test.exact_match;
+  r.token_accuracy = 100 * test.token_accuracy;
+  r.loss = test.loss;
+  r.bleu = bleu_of(test);
+  r.gen_exact_match = 100 * gen.exact_match;
+  r.gen_bleu = bleu_of(gen);
   r.step_ms = 1e3 * s.step_seconds / static_cast<double>(std::max<int64_t>(s.losses.size(), 1));
   r.parameters = model->num_parameters();
   r.train_flops_per_token = flops_per_target_token(cfg, src_tokens / n, tgt_tokens / n);
@@ -111,7 +121,8 @@ RunResult train_run(const StudyOptions& o, const Corpus& corpus, int64_t heads, 
 
 void write_grid_report(const StudyOptions& o, const std::vector<RunResult>& runs) {
   std::string jsonl;
-  for (const RunResult& r : runs)
+  for (const RunResult& r : runs) {
+    if (r.d_model != o.model.d_model || r.d_ff != o.model.d_ff) continue;  // the constant-E grid (both axes: axes.jsonl)
     jsonl += nlohmann::json{{"lang", r.lang},          {"heads", r.heads},
                             {"head_width", r.head_width}, {"seed", r.seed},
                             {"exact_match", r.exact_match}, {"token_accuracy", r.token_accuracy},
@@ -120,6 +131,7 @@ void write_grid_report(const StudyOptions& o, const std::vector<RunResult>& runs
                             {"train_flops_per_token", r.train_flops_per_token}}
                  .dump() +
              "\n";
+  }
   write_text(o.out_dir + "/results.jsonl", jsonl);
 
   std::string md = fmt::format(
@@ -132,7 +144,7 @@ void write_grid_report(const StudyOptions& o, const std::vector<RunResult>& runs
       std::vector<double> em, bleu, loss, ms;
       const RunResult* any = nullptr;
       for (const RunResult& r : runs)
-        if (r.lang == lang && r.heads == h) {
+        if (r.lang == lang && r.heads == h && r.d_model == o.model.d_model && r.d_ff == o.model.d_ff) {
           em.push_back(r.exact_match);
           bleu.push_back(r.bleu);
           loss.push_back(r.loss);
@@ -145,9 +157,11 @@ void write_grid_report(const StudyOptions& o, const std::vector<RunResult>& runs
                         any->parameters, any->train_flops_per_token / 1e6);
       series[lang].push_back({h, {mean_std(em), mean_std(ms)}});
     }
-  md += fmt::format("\nMean ± sample std over {} seed(s) per row; {} training steps each, batch {}, d_model {}, "
+  std::vector<std::string> budgets;
+  for (const std::string& lang : o.langs) budgets.push_back(fmt::format("{} {}", lang, o.steps_for(lang)));
+  md += fmt::format("\nMean ± sample std over {} seed(s) per row; training steps {}, batch {}, d_model {}, "
                     "d_ff {}, {}+{} layers; exact match, BLEU and loss on {} test sentences, greedy decoding.\n",
-                    o.seeds, o.training.steps, o.training.batch_size, o.model.d_model, o.model.d_ff,
+                    o.seeds, fmt::join(budgets, ", "), o.training.batch_size, o.model.d_model, o.model.d_ff,
                     o.model.enc_layers, o.model.dec_layers, o.eval_size);
   write_text(o.out_dir + "/heads.md", md);
 

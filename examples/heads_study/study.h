@@ -6,6 +6,7 @@
 // H heads, D = E / H head width, F feed-forward width, V target vocab.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,14 +32,37 @@ struct StudyOptions {
   int64_t kv_batch = 16;
   int64_t kv_repeats = 3;
   std::vector<int64_t> kv_groups = {4};  // K/V heads G benchmarked (each divides inspect_heads)
+  // Experiments 1-3 (curves.h): learning curves, the constant-D axis, the composition split.
+  std::map<std::string, int64_t> steps_per_lang;  // a language's step budget; others train training.steps
+  int64_t curve_every = 50;   // steps between learning-curve points
+  int64_t curve_size = 200;   // valid sentences per point (teacher-forced loss and token accuracy)
+  int64_t head_width = 16;    // D of the constant-D axis (E = H·D, F = 4E)
+  std::vector<int64_t> width_heads = {1, 2, 4, 8};
+  std::vector<std::string> width_langs = {"fr"};  // languages trained on the constant-D axis too
+  int64_t timing_rounds = 5;  // interleaved rounds of the step-time measurement
+  int64_t timing_steps = 10;  // training steps timed per model and round
+
+  int64_t steps_for(const std::string& lang) const {
+    const auto it = steps_per_lang.find(lang);
+    return it == steps_per_lang.end() ? training.steps : it->second;
+  }
+};
+
+// One point of a learning curve: teacher-forced loss and token accuracy (%)
+// on the first curve_size valid sentences after `step` training steps.
+struct CurveSample {
+  int64_t step = 0;
+  double loss = 0, token_accuracy = 0;
 };
 
 // One trained model of the grid.
 struct RunResult {
   std::string lang;
-  int64_t heads = 0, head_width = 0;
+  int64_t heads = 0, head_width = 0, d_model = 0, d_ff = 0, steps = 0;
   uint64_t seed = 0;
   double exact_match = 0, token_accuracy = 0, bleu = 0, loss = 0;  // on the test split
+  double gen_exact_match = 0, gen_bleu = 0;  // on the composition split (gen.tsv), greedy
+  std::vector<CurveSample> curve;
   double step_ms = 0;           // mean training step time (forward, backward, AdamW)
   int64_t parameters = 0;
   double train_flops_per_token = 0;  // see flops_per_target_token
@@ -47,7 +71,7 @@ struct RunResult {
 // The corpus of one language, tokenized once for every run.
 struct Corpus {
   Translator translator;
-  VectorDataset train, test;
+  VectorDataset train, test, valid, gen;  // gen: the composition split (thousands groups unseen in training)
 };
 Corpus load_corpus(const std::string& data_dir, const std::string& lang);
 
@@ -63,7 +87,9 @@ Corpus load_corpus(const std::string& data_dir, const std::string& lang);
 // weighted-sum GEMMs do not shrink with G.
 double flops_per_target_token(const TransformerConfig& c, double mean_src, double mean_tgt);
 
-// Trains one model of the grid and measures it; `keep` (if given) receives the model.
+// Trains one model of the grid (o.steps_for its language, a learning-curve
+// point every o.curve_every steps) and scores it on the test and gen splits;
+// `keep` (if given) receives the model.
 RunResult train_run(const StudyOptions& o, const Corpus& corpus, int64_t heads, uint64_t seed,
                     std::unique_ptr<Seq2SeqTransformer>* keep = nullptr);
 
