@@ -295,37 +295,6 @@ TEST(MemoryLayerNorm, GradcheckAndGradgradcheckSavingTheOutput) {
   EXPECT_TRUE(r.ok) << r.summary();
 }
 
-// ---- the allocator's cache policy ---------------------------------------------------
-
-// A forward frees blocks of one size, a backward then needs another: `keep`
-// holds both sets, `trade` gives the first back and never holds more than the
-// in-use high-water mark; a size that repeats is served from the cache either way.
-TEST(MemoryAllocator, TradeGivesOtherSizesBackOnAMiss) {
-  const size_t a = 3 << 20, b = 5 << 20;
-  for (CachePolicy policy : {CachePolicy::keep, CachePolicy::trade}) {
-    SCOPED_TRACE(policy == CachePolicy::keep ? "keep" : "trade");
-    auto alloc = make_caching_allocator(policy);
-    size_t held = 0;
-    for (int step = 0; step < 3; ++step) {
-      std::vector<void*> fa, fb;
-      for (int i = 0; i < 4; ++i) fa.push_back(alloc->allocate(a));
-      for (void* p : fa) alloc->deallocate(p, a);
-      for (int i = 0; i < 2; ++i) fb.push_back(alloc->allocate(b));
-      held = std::max(held, alloc->bytes_in_use() + alloc->bytes_cached());
-      for (void* p : fb) alloc->deallocate(p, b);
-    }
-    EXPECT_EQ(alloc->peak_bytes(), 4 * a);
-    if (policy == CachePolicy::keep) EXPECT_EQ(held, 4 * a + 2 * b);
-    else EXPECT_LE(held, alloc->peak_bytes());
-    void* p = alloc->allocate(b);
-    alloc->deallocate(p, b);
-    EXPECT_EQ(alloc->allocate(b), p);  // the repeated size comes from the cache
-    alloc->deallocate(p, b);
-    alloc->release_cached();
-    EXPECT_EQ(alloc->bytes_cached(), 0u);
-  }
-}
-
 // ---- a transformer step --------------------------------------------------------
 
 struct StepRun {

@@ -2,13 +2,10 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <new>
-#include <string_view>
+#include <unordered_map>
 #include <vector>
-
-#include <attograd/autograd/error.h>
 
 namespace attograd {
 namespace {
@@ -43,7 +40,6 @@ class SystemAllocator final : public Allocator {
 class CachingAllocator final : public Allocator {
  public:
   static constexpr size_t kSlack = size_t{64} << 20;
-  explicit CachingAllocator(CachePolicy policy) : policy_(policy) {}
   void* allocate(size_t bytes) override {
     size_t n = round_up(bytes == 0 ? 1 : bytes);
     std::lock_guard<std::mutex> lock(mu_);
@@ -56,7 +52,6 @@ class CachingAllocator final : public Allocator {
       cached_ -= n;
       return p;
     }
-    if (policy_ == CachePolicy::trade) trade_locked(n);
     void* p = std::aligned_alloc(kAlign, n);
     if (!p) {
       release_locked();
@@ -89,47 +84,20 @@ class CachingAllocator final : public Allocator {
     free_.clear();
     cached_ = 0;
   }
-  // Gives cached blocks back to the system, largest first, until `need` bytes went
-  // back or the cache is empty: memory the process holds changes size instead of growing.
-  void trade_locked(size_t need) {
-    size_t freed = 0;
-    for (auto it = free_.rbegin(); it != free_.rend() && freed < need; ++it) {
-      auto& [n, list] = *it;
-      while (!list.empty() && freed < need) {
-        std::free(list.back());
-        list.pop_back();
-        freed += n;
-        cached_ -= n;
-      }
-    }
-  }
-  const CachePolicy policy_;
   std::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;  // by size, for trade_locked's largest first
+  std::unordered_map<size_t, std::vector<void*>> free_;
   size_t in_use_ = 0, peak_ = 0, cached_ = 0;
 };
 
-// ATTOGRAD_ALLOCATOR: keep, trade or system; unset: trade.
-std::shared_ptr<Allocator> allocator_from_env() {
-  const char* v = std::getenv("ATTOGRAD_ALLOCATOR");
-  const std::string_view name = v ? v : "trade";
-  if (name == "keep") return make_caching_allocator(CachePolicy::keep);
-  if (name == "trade") return make_caching_allocator(CachePolicy::trade);
-  if (name == "system") return make_system_allocator();
-  fail<ValueError>("ATTOGRAD_ALLOCATOR", "expected keep, trade or system, got '{}'", name);
-}
-
 std::shared_ptr<Allocator>& slot() {
-  static std::shared_ptr<Allocator> a = allocator_from_env();
+  static std::shared_ptr<Allocator> a = make_caching_allocator();
   return a;
 }
 
 }  // namespace
 
 std::shared_ptr<Allocator> make_system_allocator() { return std::make_shared<SystemAllocator>(); }
-std::shared_ptr<Allocator> make_caching_allocator(CachePolicy policy) {
-  return std::make_shared<CachingAllocator>(policy);
-}
+std::shared_ptr<Allocator> make_caching_allocator() { return std::make_shared<CachingAllocator>(); }
 Allocator& default_allocator() { return *slot(); }
 void set_allocator(std::shared_ptr<Allocator> a) { slot() = std::move(a); }
 std::shared_ptr<Allocator> current_allocator() { return slot(); }

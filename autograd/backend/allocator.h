@@ -4,17 +4,7 @@
 // after the first step. The cache is bounded: when cached plus in-use bytes
 // would exceed twice the in-use high-water mark (plus 64 MiB), the cache is
 // emptied first, so shapes that keep changing (decoding without a KV cache
-// grows every step) cannot pile up stale blocks.
-//
-// What a miss does with the blocks cached for other sizes is a CachePolicy:
-// `keep` leaves them (the bound above aside), so the process holds, for each
-// size, the most blocks of it ever free at once, although a backward needs
-// other sizes than the forward that freed them; `trade` first gives cached
-// blocks of other sizes back to the system (largest first, until the request
-// is covered), so cached plus in-use bytes never exceed the in-use high-water
-// mark. docs/performance.md ("Memory") has what each costs. The environment
-// variable ATTOGRAD_ALLOCATOR=keep|trade|system picks the default allocator
-// (system: no cache). Swap it with set_allocator() without touching any op.
+// grows every step) cannot pile up stale blocks. Swap it with set_allocator() without touching any op.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -39,16 +29,12 @@ class Allocator {
   virtual void release_cached() {}
 };
 
-// What the caching allocator does with blocks cached for other sizes on a miss (see above).
-enum class CachePolicy { keep, trade };
-
 // Plain aligned new/delete, no caching.
 std::shared_ptr<Allocator> make_system_allocator();
-// Size-bucketed cache over the system allocator (the default, with CachePolicy::trade).
-std::shared_ptr<Allocator> make_caching_allocator(CachePolicy policy = CachePolicy::trade);
+// Size-bucketed cache over the system allocator (the default).
+std::shared_ptr<Allocator> make_caching_allocator();
 
-// The allocator new storage uses now (the caching one, or what ATTOGRAD_ALLOCATOR
-// names, unless set_allocator changed it).
+// The allocator new storage uses now (the caching one unless set_allocator changed it).
 Allocator& default_allocator();
 // Replace the allocator used for new storage. Storage already allocated keeps
 // a reference to the allocator that made it.
