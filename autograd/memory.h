@@ -28,14 +28,21 @@
 namespace attograd {
 
 // What the fused attention keeps for backward (see above).
-enum class AttentionSaves { probabilities, row_stats };
+enum class AttentionSaves {
+  probabilities,  // P [B, H, T, S]
+  row_stats,      // each score row's max and 1 / Σ exp(score − max), [B, H, T, 2]
+};
 // What the fused layer norm keeps for backward (see above).
-enum class LayerNormSaves { input, output };
+enum class LayerNormSaves {
+  input,   // x
+  output,  // y (x where y cannot give x̂ back)
+};
 
 // The setting (see above); the defaults are the lean choices.
 struct MemoryOptions {
-  AttentionSaves attention = AttentionSaves::row_stats;
-  LayerNormSaves layer_norm = LayerNormSaves::output;
+  AttentionSaves attention = AttentionSaves::row_stats;  // what scaled_dot_product_attention keeps
+  LayerNormSaves layer_norm = LayerNormSaves::output;    // what layer_norm keeps
+  // Field by field.
   bool operator==(const MemoryOptions&) const = default;
 };
 
@@ -54,6 +61,7 @@ std::string memory_options_str(const MemoryOptions& options);
 // Sets the options while it lives; the previous ones come back after.
 class MemoryOptionsGuard {
  public:
+  // Remembers the setting in force and sets `options`; the destructor puts it back.
   explicit MemoryOptionsGuard(const MemoryOptions& options) : prev_(memory_options()) { set_memory_options(options); }
   ~MemoryOptionsGuard() { set_memory_options(prev_); }
   MemoryOptionsGuard(const MemoryOptionsGuard&) = delete;
