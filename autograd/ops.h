@@ -3,6 +3,7 @@
 #include <attograd/autograd/error.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/function.h>
+#include <attograd/autograd/memory.h>
 #include <attograd/autograd/gradcheck.h>
 #include <attograd/autograd/print.h>
 #include <attograd/autograd/tensor.h>

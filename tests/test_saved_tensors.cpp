@@ -5,6 +5,7 @@
 
 #include <attograd/autograd/function.h>
 #include <attograd/autograd/graph_dot.h>
+#include <attograd/autograd/memory.h>
 #include <attograd/autograd/ops.h>
 
 #include "test_util.h"
@@ -60,7 +61,9 @@ TEST(SavedTensors, DotOfASmallGraphListsExactlyWhatBackwardKeeps) {
   EXPECT_FALSE(contains(after, "saved")) << after;
 }
 
+// Saving the input (memory.h's LayerNormSaves::input; test_memory.cpp has the output-saving list).
 TEST(SavedTensors, LayerNormKeepsMeanAndRstdOfItsOwn) {
+  MemoryOptionsGuard saving_input(parse_memory_options("layer_norm=input"));
   const int64_t R = 6, E = 5;
   Tensor x = randn_leaf({R, E}, 1, DType::f32), w = randn_leaf({E}, 2, DType::f32), b = randn_leaf({E}, 3, DType::f32);
   Tensor y = layer_norm(x, {E}, w, b);
@@ -73,7 +76,9 @@ TEST(SavedTensors, LayerNormKeepsMeanAndRstdOfItsOwn) {
   EXPECT_EQ(own_bytes(y), size_t(2 * R * 4));  // the documented buffers: mean [R] and rstd [R]
 }
 
+// Saving P (memory.h's AttentionSaves::probabilities; test_memory.cpp has the row-statistics list).
 TEST(SavedTensors, AttentionKeepsPAndTheKeepMaskOfItsOwn) {
+  MemoryOptionsGuard saving_p(parse_memory_options("attention=probabilities"));
   const int64_t B = 2, H = 3, T = 4, S = 5, D = 8;
   Tensor q = randn_leaf({B, H, T, D}, 1, DType::f32), k = randn_leaf({B, H, S, D}, 2, DType::f32),
          v = randn_leaf({B, H, S, D}, 3, DType::f32);

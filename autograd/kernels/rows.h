@@ -118,19 +118,39 @@ double row_exp_sum(const T* x, int64_t n, int64_t stride, T max, Sink sink) {
   });
 }
 
-// y = softmax(x) = exp(x_k − max) / Σ_j exp(x_j − max);  masked row: 0
+// What a softmax row was made from: y_k = exp(x_k − max) · inv, inv = 1 / Σ_j exp(x_j − max).
+// A masked row (every x_k = -inf) has max = -inf and y = 0.
 template <class T>
-void softmax_row(T* y, const T* x, int64_t n, int64_t stride = 1) {
+struct SoftmaxRowStats {
+  T max;
+  T inv;
+};
+
+// y = softmax(x) = exp(x_k − max) / Σ_j exp(x_j − max);  masked row: 0. Returns the row's statistics.
+template <class T>
+SoftmaxRowStats<T> softmax_row(T* y, const T* x, int64_t n, int64_t stride = 1) {
   const RowMax<T> m = row_max(x, n, stride);
-  rows_detail::with_stride(stride, [&](auto s) {
+  return rows_detail::with_stride(stride, [&](auto s) {
     if (m.masked) {
       for (int64_t k = 0; k < n; ++k) y[k * s] = T(0);
-      return;
+      return SoftmaxRowStats<T>{T(-INFINITY), T(0)};
     }
     const double total = row_exp_sum<T>(x, n, s, m.max, [&](int64_t o, T e) { y[o] = e; });
     const T inv = static_cast<T>(1.0 / total);
     for (int64_t k = 0; k < n; ++k) y[k * s] *= inv;
+    return SoftmaxRowStats<T>{m.max, inv};
   });
+}
+
+// The same row again from x and its statistics: y_k = exp(x_k − max) · inv, each
+// exp taken as softmax_row takes it, so y equals softmax_row's bit for bit.
+template <class T>
+void softmax_row_from_stats(T* y, const T* x, int64_t n, SoftmaxRowStats<T> st) {
+  if (st.max == -INFINITY) {
+    for (int64_t k = 0; k < n; ++k) y[k] = T(0);
+    return;
+  }
+  row_exp_sum<T>(x, n, 1, st.max, [&](int64_t o, T e) { y[o] = e * st.inv; });
 }
 
 // y = log_softmax(x) = (x_k − max) − log Σ_j exp(x_j − max);  masked row: -inf

@@ -8,18 +8,21 @@
 // are those of the head's group g = h / R, addressed in place; all buffers it
 // allocates are contiguous [B, H, ...] (or [B, G, ...] for dK, dV) stacks.
 //
-// What the fused op saves for backward, and why. It keeps P, the softmax
-// probabilities [B, H, T, S], rather than the row log-sum-exp [B, H, T] and
-// recomputing P from Q and K in backward (FlashAttention's choice).
-//   memory: B·H·T·S elements per call — what the composite keeps too (its
-//           last matmul saves the softmax output);
-//   time:   backward runs four GEMMs (dV, dP, dQ, dK); recomputing P would add
-//           a fifth (scale·Q Kᵀ) plus T·S exps, about +25%.
-// At the sequence lengths a CPU trains on (T, S up to a few hundred) the
-// memory is affordable and the time is not worth giving up; need_weights then
-// costs nothing extra. With dropout it also keeps the keep-mask (b8, same
-// shape), one byte per weight. Q, K, V are kept only when another input's
-// gradient reads them (dQ reads K, dK reads Q, dP reads V).
+// What the fused op saves for backward: memory_options().attention
+// (autograd/memory.h) chooses.
+//   row_stats (default): per score row its max and 1 / Σ exp(score − max),
+//           [B, H, T, 2]; backward recomputes each head's P from Q, K, the
+//           masks and those numbers (FlashAttention's trade): one more GEMM
+//           per head (scale·Q Kᵀ) and T·S exps, and P comes out bit for bit
+//           as the forward made it (softmax_row_from_stats), so the
+//           gradients equal the other choice's exactly. Q and K are kept.
+//   probabilities: P [B, H, T, S] itself, B·H·T·S elements per call (what
+//           the composite keeps too: its last matmul saves the softmax
+//           output); backward runs four GEMMs (dV, dP, dQ, dK). Q, K are
+//           kept only when another input's gradient reads them (dQ reads K,
+//           dK reads Q).
+// V is kept when dP is needed (dP reads V). With dropout either choice also
+// keeps the keep-mask (b8, [B, H, T, S]), one byte per weight.
 //
 // Higher-order gradients: while a graph is being created, the fused op falls
 // back to its composite twin (differentiated by twin_backward). For that it
@@ -35,6 +38,7 @@
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/kernels/rows.h>
+#include <attograd/autograd/memory.h>
 #include <attograd/autograd/ops/dropout.h>
 #include <attograd/autograd/ops/elementwise.h>
 #include <attograd/autograd/ops/matmul.h>
@@ -176,28 +180,48 @@ Masks<T> gather_masks(const AttentionOptions& o, const Dims& d) {
   return m;
 }
 
-// One head's scores p [T, S] (scale·QKᵀ on entry) become its softmax
-// probabilities. This is where every mask enters: BEFORE the softmax, a float
-// mask is added and a masked position's score is set to -∞, so exp gives it
-// exactly 0 weight and the other keys renormalize among themselves. A row with
-// every score -∞ has no softmax: its probabilities are all 0 (see backward).
+// The masks of head (b, bh) applied to its score row t [S]. This is where
+// every mask enters: BEFORE the softmax, a float mask is added and a masked
+// position's score is set to -∞, so exp gives it exactly 0 weight and the
+// other keys renormalize among themselves.
 template <class T>
-void mask_and_softmax(T* p, int64_t b, int64_t bh, const Dims& d, const Masks<T>& m) {
+void mask_row(T* row, int64_t t, int64_t b, int64_t bh, const Dims& d, const Masks<T>& m) {
   const int64_t S = d.S;
-  const bool* am = m.attn_bool ? m.attn_bool + bh * m.attn_head_stride : nullptr;
-  const T* add = m.attn_add ? m.attn_add + bh * m.attn_head_stride : nullptr;
+  const bool* am = m.attn_bool ? m.attn_bool + bh * m.attn_head_stride + t * S : nullptr;
+  const T* add = m.attn_add ? m.attn_add + bh * m.attn_head_stride + t * S : nullptr;
   const bool* pad = m.pad ? m.pad + b * S : nullptr;
+  if (add)
+    for (int64_t s = 0; s < S; ++s) row[s] += add[s];
+  if (am)
+    for (int64_t s = 0; s < S; ++s) if (am[s]) row[s] = -INFINITY;
+  if (pad)
+    for (int64_t s = 0; s < S; ++s) if (pad[s]) row[s] = -INFINITY;
+  if (m.causal)
+    for (int64_t s = t + 1; s < S; ++s) row[s] = -INFINITY;
+}
+
+// One head's scores p [T, S] (scale·QKᵀ on entry) become its softmax
+// probabilities, masked first (mask_row); stats [T, 2] (or null) gets each
+// row's statistics, max and inv (SoftmaxRowStats). A row with every score -∞
+// has no softmax: its probabilities are all 0 (see backward).
+template <class T>
+void mask_and_softmax(T* p, T* stats, int64_t b, int64_t bh, const Dims& d, const Masks<T>& m) {
   for (int64_t t = 0; t < d.T; ++t) {
-    T* row = p + t * S;
-    if (add)
-      for (int64_t s = 0; s < S; ++s) row[s] += add[t * S + s];
-    if (am)
-      for (int64_t s = 0; s < S; ++s) if (am[t * S + s]) row[s] = -INFINITY;
-    if (pad)
-      for (int64_t s = 0; s < S; ++s) if (pad[s]) row[s] = -INFINITY;
-    if (m.causal)
-      for (int64_t s = t + 1; s < S; ++s) row[s] = -INFINITY;
-    softmax_row(row, row, S);  // the softmax op's kernel; a fully masked row gives 0
+    T* row = p + t * d.S;
+    mask_row(row, t, b, bh, d, m);
+    const SoftmaxRowStats<T> st = softmax_row(row, row, d.S);  // the softmax op's kernel; a fully masked row gives 0
+    if (stats) stats[2 * t] = st.max, stats[2 * t + 1] = st.inv;
+  }
+}
+
+// The same probabilities again from the scores and the saved row statistics
+// (backward under AttentionSaves::row_stats): equal to mask_and_softmax's bit for bit.
+template <class T>
+void mask_and_softmax_again(T* p, const T* stats, int64_t b, int64_t bh, const Dims& d, const Masks<T>& m) {
+  for (int64_t t = 0; t < d.T; ++t) {
+    T* row = p + t * d.S;
+    mask_row(row, t, b, bh, d, m);
+    softmax_row_from_stats(row, row, d.S, SoftmaxRowStats<T>{stats[2 * t], stats[2 * t + 1]});
   }
 }
 
@@ -220,9 +244,11 @@ struct Saved {
 
 // The saved tensors the backward kernel reads.
 struct Buffers {
-  const Tensor& P;        // [B, H, T, S] softmax probabilities
-  const Tensor& keep;     // [B, H, T, S] b8 dropout keep-mask (undefined without dropout)
-  const Tensor &q, &k, &v;  // [B, H, ·, ·] GEMM-addressable, each only when a gradient reads it
+  const Tensor& P;          // [B, H, T, S] softmax probabilities (AttentionSaves::probabilities), or undefined
+  const Tensor& row_stats;  // [B, H, T, 2] each row's max and 1/Σ (AttentionSaves::row_stats), or undefined
+  const Tensor& keep;       // [B, H, T, S] b8 dropout keep-mask (undefined without dropout)
+  const Tensor &q, &k, &v;  // [B, H, ·, ·] GEMM-addressable, each only when backward reads it
+  const Tensor &attn_mask, &key_padding_mask;  // the masks as given (row_stats re-applies them)
 };
 
 template <class T>
@@ -238,8 +264,14 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
   const DType dt = q.dtype();
   const bool dropping = o.dropout_p > 0;
   const double keep_scale = o.dropout_p < 1 ? 1.0 / (1.0 - o.dropout_p) : 0.0;
+  const bool mask_learns = o.attn_mask.defined() && o.attn_mask.requires_grad();
+  const bool recorded = any_requires_grad({q, k, v}) || (mask_learns && GradMode::enabled());
+  const bool keep_p = memory_options().attention == AttentionSaves::probabilities;
 
-  Tensor P = Tensor::empty({B, H, T_, S}, dt);    // softmax probabilities
+  // The softmax probabilities, kept whole when backward or the caller reads
+  // them; otherwise each head's P lives in a per-thread [T, S] scratch.
+  Tensor P = (recorded && keep_p) || o.need_weights ? Tensor::empty({B, H, T_, S}, dt) : Tensor();
+  Tensor row_stats = recorded && !keep_p ? Tensor::empty({B, H, T_, 2}, dt) : Tensor();  // [max, inv] per row
   // out [B, H, T, Dv] is a view of a contiguous [B, T, H, Dv] buffer, so the
   // usual head merge (transpose(1, 2) + reshape to [B, T, H·Dv]) is a view too.
   const Tensor out_bthd = Tensor::empty({B, T_, H, Dv}, dt);
@@ -260,12 +292,14 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
   // Heads are independent: the pool takes them in ranges of (b, h).
   parallel_for(B * H, 1, [&](int64_t first, int64_t last) {
     std::vector<T> scratch(dropping && !dropped.defined() ? TS : 0);  // P ⊙ Z [T, S]
+    std::vector<T> head_p(P.defined() ? 0 : TS);                      // P [T, S] when not kept whole
     for (int64_t bh = first; bh < last; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      T* p = P.data<T>() + bh * TS;
+      T* p = P.defined() ? P.data<T>() + bh * TS : head_p.data();
+      T* stats = row_stats.defined() ? row_stats.data<T>() + bh * T_ * 2 : nullptr;
       // P [T, S] = scale · Q Kᵀ (K of the head's group), then masks and softmax in place
       gemm<T>(p, Q.at(b, h), K.at(b, d.group(h)), T_, S, D, Q.trans, !K.trans, Q.ld, K.ld, S, scale, T(0));
-      mask_and_softmax(p, b, bh, d, masks);
+      mask_and_softmax(p, stats, b, bh, d, masks);
       const T* mix = p;
       if (dropping) {
         T* w = dropped.defined() ? dropped.data<T>() + bh * TS : scratch.data();
@@ -278,10 +312,8 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
     }
   });
 
-  const bool mask_learns = o.attn_mask.defined() && o.attn_mask.requires_grad();
-  const bool recorded = any_requires_grad({q, k, v}) || (mask_learns && GradMode::enabled());
   AttentionResult res;
-  if (o.need_weights) res.weights = dropping ? dropped : (recorded ? P.clone() : P);  // never alias the saved P
+  if (o.need_weights) res.weights = dropping ? dropped : (recorded && keep_p ? P.clone() : P);  // never alias a saved P
   if (!recorded) {
     res.out = out;
     return res;
@@ -301,23 +333,25 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
   sv.opts.key_padding_mask = Tensor();
   sv.gen_state = gen_state;
 
-  // q, k, v: the GEMM operands (dK reads Q, dQ reads K, dP reads V); *_in and
-  // the masks: the inputs as given, handles for the composite twin.
+  // q, k, v: the GEMM operands (dK reads Q, dQ reads K, dP reads V; recomputing
+  // P reads Q and K); *_in and the masks: the inputs as given, handles for the
+  // composite twin and for recomputing P.
   res.out = record(kFused, out, {q, k, v, mask_learns ? o.attn_mask : Tensor()},
-                   {{"P", P},
+                   {{"P", keep_p ? P : Tensor()},
+                    {"row_stats", row_stats},
                     {"keep", keep},
-                    {"q", k.requires_grad() ? Q.owner.detach() : Tensor()},
-                    {"k", q.requires_grad() ? K.owner.detach() : Tensor()},
+                    {"q", k.requires_grad() || !keep_p ? Q.owner.detach() : Tensor()},
+                    {"k", q.requires_grad() || !keep_p ? K.owner.detach() : Tensor()},
                     {"v", need_dp ? V.owner.detach() : Tensor()},
                     {"q_in", q.detach()},
                     {"k_in", k.detach()},
                     {"v_in", v.detach()},
                     {"attn_mask", o.attn_mask.defined() ? o.attn_mask.detach() : Tensor()},
                     {"key_padding_mask", o.key_padding_mask}},
-                   [sv = std::move(sv)](const Tensor& grad, Grads& dx, const Tensor& P_, const Tensor& keep_,
-                                        const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& q_in,
-                                        const Tensor& k_in, const Tensor& v_in, const Tensor& attn_mask,
-                                        const Tensor& key_padding_mask) {
+                   [sv = std::move(sv)](const Tensor& grad, Grads& dx, const Tensor& P_, const Tensor& row_stats_,
+                                        const Tensor& keep_, const Tensor& q_, const Tensor& k_, const Tensor& v_,
+                                        const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                        const Tensor& attn_mask, const Tensor& key_padding_mask) {
     // Forward, per head:  S = scale · Q Kᵀ + M;  P = softmax(S) row-wise;  O = P V.
     //
     //   O = P V             =>  dV = Pᵀ dO,   dP = dO Vᵀ
@@ -355,7 +389,7 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
                     });
       return;
     }
-    attention_backward<T>(sv, {P_, keep_, q_, k_, v_}, grad, dx);
+    attention_backward<T>(sv, {P_, row_stats_, keep_, q_, k_, v_, attn_mask, key_padding_mask}, grad, dx);
   });
   return res;
 }
@@ -368,6 +402,14 @@ void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad,
   const T scale = static_cast<T>(sv.scale), keep_scale = static_cast<T>(sv.keep_scale);
   const bool dropping = buf.keep.defined(), need_dp = dx.needs(0) || dx.needs(1) || dx.needs(3);
   const HeadMatrices<T> dO = head_matrices<T>(grad);  // dO [T, Dv] per head
+  const bool recompute = !buf.P.defined();
+  Masks<T> masks;
+  if (recompute) {
+    AttentionOptions mo = sv.opts;
+    mo.attn_mask = buf.attn_mask;
+    mo.key_padding_mask = buf.key_padding_mask;
+    masks = gather_masks<T>(mo, sv.d);
+  }
   HeadMatrices<T> Q, K, V;
   if (buf.q.defined()) Q = head_matrices<T>(buf.q);
   if (buf.k.defined()) K = head_matrices<T>(buf.k);
@@ -385,10 +427,16 @@ void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad,
   parallel_for(B * G, grain, [&](int64_t first, int64_t last) {
     std::vector<T> ds(need_dp ? TS : 0);                       // dP, then dS, [T, S]
     std::vector<T> pz(dropping && dx.needs(2) ? TS : 0);       // P ⊙ Z [T, S]
+    std::vector<T> head_p(recompute ? TS : 0);                 // P [T, S], recomputed
     for (int64_t bh = first * R; bh < last * R; ++bh) {  // the heads of groups [first, last)
       const int64_t b = bh / H, h = bh % H, g = h / R, bg = bh / R;
       const T acc = h % R == 0 ? T(0) : T(1);  // the group's first head writes dK, dV; the others add
-      const T* p = buf.P.data<T>() + bh * TS;
+      const T* p = recompute ? head_p.data() : buf.P.data<T>() + bh * TS;
+      if (recompute) {
+        // P [T, S] as the forward made it: the same GEMM, masks, then exp(score − max) · inv per row
+        gemm<T>(head_p.data(), Q.at(b, h), K.at(b, g), T_, S, D, Q.trans, !K.trans, Q.ld, K.ld, S, scale, T(0));
+        mask_and_softmax_again(head_p.data(), buf.row_stats.data<T>() + bh * T_ * 2, b, bh, sv.d, masks);
+      }
       const bool* z = dropping ? buf.keep.data<bool>() + bh * TS : nullptr;
       if (dx.needs(2)) {
         const T* mix = p;
