@@ -17,7 +17,8 @@
 //                                                   once per cache)
 //                    k, v rows appended to the cache [B, G, t, D] in place
 //                    per (b, g): P [R, t] = softmax(scale · Q Kᵀ), O [R, D] = P V   (the R query
-//                    heads of a group in one GEMM each; for R = 1 the scores as K qᵀ [t, 1])
+//                    heads of a group in one GEMM each; for R = 1, where libxsmm
+//                    runs the product, the scores as K qᵀ [t, 1])
 //   cross-attention: q = h Wqᵀ + bq; K, V of the memory projected on the first step only
 //   feed-forward, out projections, residual adds into one [B, E] stream.
 // Every weight is also kept transposed, Wᵀ [in, out], from the cache's first

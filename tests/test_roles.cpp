@@ -179,14 +179,14 @@ TEST(ScoreAlignment, PerfectDiagonalAndRoleSlots) {
 
 TEST(SentenceBootstrap, RatioAndInterval) {
   const SentenceBootstrap boot(4, 200, 7);
-  const Interval r = boot.ratio({1, 2, 3, 4}, {2, 2, 2, 2});
+  const Estimate r = boot.ratio({1, 2, 3, 4}, {2, 2, 2, 2});
   EXPECT_DOUBLE_EQ(r.value, 10.0 / 8);
   EXPECT_LE(r.lo, r.value);
   EXPECT_GE(r.hi, r.value);
   EXPECT_LT(r.lo, r.hi);  // the sentences differ, so resamples do
   EXPECT_GE(r.lo, 0.5);
   EXPECT_LE(r.hi, 2.0);
-  const Interval c = boot.ratio({3, 3, 3, 3}, {1, 1, 1, 1});
+  const Estimate c = boot.ratio({3, 3, 3, 3}, {1, 1, 1, 1});
   EXPECT_EQ(c.lo, 3);
   EXPECT_EQ(c.hi, 3);
 }
@@ -245,7 +245,7 @@ TEST(AnalyseRoles, TinyModelCoversEveryHead) {
   EXPECT_EQ(m.scored_sentences, 6);
   ASSERT_EQ(m.cross.size(), 4u);
   for (const HeadRoles& h : m.cross) {
-    const Interval& a = h.accuracy[kContent];
+    const Estimate& a = h.accuracy[kContent];
     EXPECT_GE(a.lo, 0);
     EXPECT_LE(a.lo, a.value);
     EXPECT_LE(a.value, a.hi);

@@ -119,7 +119,8 @@ double row_exp_sum(const T* x, int64_t n, int64_t stride, T max, Sink sink) {
 }
 
 // What a softmax row was made from: y_k = exp(x_k − max) · inv, inv = 1 / Σ_j exp(x_j − max).
-// A masked row (every x_k = -inf) has max = -inf and y = 0.
+// A masked row (every x_k = -inf) has max = -inf, inv = 0 and y = 0; no other row
+// has inv = 0 (Σ_j ≥ 1 unless NaN, which gives inv = NaN).
 template <class T>
 struct SoftmaxRowStats {
   T max;
@@ -146,7 +147,7 @@ SoftmaxRowStats<T> softmax_row(T* y, const T* x, int64_t n, int64_t stride = 1) 
 // exp taken as softmax_row takes it, so y equals softmax_row's bit for bit.
 template <class T>
 void softmax_row_from_stats(T* y, const T* x, int64_t n, SoftmaxRowStats<T> st) {
-  if (st.max == -INFINITY) {
+  if (st.inv == T(0)) {
     for (int64_t k = 0; k < n; ++k) y[k] = T(0);
     return;
   }

@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <attograd/autograd/backend/threads.h>
@@ -91,15 +92,17 @@ void layer_norm_rows(T* out, T* mean, T* rstd, const T* x, const T* w, const T* 
   });
 }
 
-// Whether x̂ = (y − b) / w comes back from y within a few ulps: every w_k ≠ 0
-// and |b_k| ≤ 16·|w_k| (w, b null: 1 and 0). y's rounding error, about
-// ulp(|x̂·w| + |b|), becomes ulp(|x̂| + |b / w|) in x̂: at most 4 bits lost
-// where x̂ is of order 1.
+// Whether x̂ = (y − b) / w comes back from y within a few ulps: every |w_k|
+// is a normal number 2^24 away from both ends of T's range (so x̂·w neither
+// underflows nor overflows for |x̂| up to 2^24) and |b_k| ≤ 16·|w_k| (w, b
+// null: 1 and 0). y's rounding error, about ulp(|x̂·w| + |b|), becomes
+// ulp(|x̂| + |b / w|) in x̂: at most 4 bits lost where x̂ is of order 1.
 template <class T>
 bool output_gives_input(const T* w, const T* b, int64_t e) {
+  constexpr T lo = std::numeric_limits<T>::min() * T(16777216), hi = std::numeric_limits<T>::max() / T(16777216);
   for (int64_t k = 0; k < e; ++k) {
     const T wk = w ? std::abs(w[k]) : T(1), bk = b ? std::abs(b[k]) : T(0);
-    if (!(wk > 0) || !(bk <= 16 * wk)) return false;
+    if (!(wk >= lo && wk <= hi) || !(bk <= 16 * wk)) return false;
   }
   return true;
 }

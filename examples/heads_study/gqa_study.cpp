@@ -17,13 +17,13 @@ namespace attograd::heads {
 namespace {
 
 // Mean and the half-width of its 95% t-interval over n values (n = 1: no interval).
-struct Interval {
+struct SeedInterval {
   double mean = 0, half = 0;
   size_t n = 0;
 };
-Interval ci95(const std::vector<double>& v) {
+SeedInterval ci95(const std::vector<double>& v) {
   static const double t975[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262};
-  Interval r;
+  SeedInterval r;
   r.n = v.size();
   if (v.empty()) return r;
   for (double x : v) r.mean += x;
@@ -35,7 +35,7 @@ Interval ci95(const std::vector<double>& v) {
   r.half = (v.size() - 2 < std::size(t975) ? t975[v.size() - 2] : 1.96) * se;
   return r;
 }
-std::string show(const Interval& i, int digits) {
+std::string show(const SeedInterval& i, int digits) {
   if (i.n < 2) return fmt::format("{:.{}f}", i.mean, digits);
   return fmt::format("{:.{}f} ± {:.{}f}", i.mean, digits, i.half, digits);
 }
@@ -159,7 +159,7 @@ std::string report(const StudyOptions& o, const GqaOptions& g, const std::vector
       "before any training; uptrained ones are those after {} more steps. Cache: greedy decoding of B = {} test "
       "sources (S = {} with padding) to t tokens, EOS ignored; bytes used = 2·L·B·(t + S)·G·D·4 "
       "(checked), bytes allocated include the spare capacity; ms/token is the median of {} decodes.\n\n",
-      any.lang, g.heads, D, L, o.eval_size, o.training.steps, g.heads, uptrain_steps,
+      any.lang, g.heads, D, L, o.eval_size, o.steps_for(any.lang), g.heads, uptrain_steps,
       g.batch, S, g.repeats);
   md += "| model | G | n | exact match % | BLEU | test loss | cache bytes/token/layer |";
   std::string rule = "|---|---|---|---|---|---|---|";
@@ -237,13 +237,14 @@ std::pair<double, double> teacher_forced_vs_cached(Seq2SeqTransformer& model, co
 
 std::string gqa_plan(const StudyOptions& o, const GqaOptions& g, const std::string& lang) {
   const int64_t models = static_cast<int64_t>(g.groups.size()) * g.seeds;
-  const int64_t uptrain_steps = std::max<int64_t>(1, std::llround(g.uptrain_fraction * static_cast<double>(o.training.steps)));
+  const int64_t steps = o.steps_for(lang);
+  const int64_t uptrain_steps = std::max<int64_t>(1, std::llround(g.uptrain_fraction * static_cast<double>(steps)));
   const int64_t uptrains = static_cast<int64_t>(std::count_if(g.groups.begin(), g.groups.end(),
                                                               [&](int64_t x) { return x != g.heads; })) * g.seeds;
-  const double minutes = static_cast<double>(models * o.training.steps + uptrains * uptrain_steps) *
+  const double minutes = static_cast<double>(models * steps + uptrains * uptrain_steps) *
                          seconds_per_step(lang) / 60;
   return fmt::format("gqa {}: {} models x {} steps, {} uptrainings x {} steps: about {:.1f} core-minutes of training "
-                     "(at {} s/step, the study model at 1 thread)", lang, models, o.training.steps, uptrains,
+                     "(at {} s/step, the study model at 1 thread)", lang, models, steps, uptrains,
                      uptrain_steps, minutes, seconds_per_step(lang));
 }
 
@@ -254,7 +255,8 @@ std::vector<GqaResult> gqa_study(const StudyOptions& o, const GqaOptions& g, con
   for (int64_t G : g.groups)
     if (G < 1 || g.heads % G != 0) fail<ValueError>("gqa", "G = {} does not divide H = {}", G, g.heads);
   const Batch bench = first_rows(corpus.test, g.batch);
-  const int64_t uptrain_steps = std::max<int64_t>(1, std::llround(g.uptrain_fraction * static_cast<double>(o.training.steps)));
+  const int64_t steps = o.steps_for(corpus.translator.task.lang);  // what train_run trains
+  const int64_t uptrain_steps = std::max<int64_t>(1, std::llround(g.uptrain_fraction * static_cast<double>(steps)));
   std::vector<GqaResult> results;
   std::vector<GqaResult> converted, uptrained;
   for (int64_t seed = 1; seed <= g.seeds; ++seed) {
@@ -269,7 +271,7 @@ std::vector<GqaResult> gqa_study(const StudyOptions& o, const GqaOptions& g, con
       std::unique_ptr<Seq2SeqTransformer> model;
       const RunResult run = train_run(os, corpus, g.heads, useed, &model);
       results.push_back(measure(g, corpus, bench, *model, {run.exact_match, run.bleu, run.loss}, "scratch", useed,
-                                o.training.steps));
+                                steps));
       if (G == g.heads) mha = std::move(model);
     }
     // Converted (mean-pooled, Ainslie et al.), scored, then uptrained.

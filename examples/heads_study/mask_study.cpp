@@ -31,6 +31,7 @@ double median(std::vector<double> v) {
 MaskRun train_pair_member(const StudyOptions& o, const MaskOptions& m, const Corpus& corpus, bool causal) {
   StudyOptions os = o;
   os.model.causal_decoder = causal;
+  os.steps_per_lang.clear();  // the pair trains m.steps whatever the grid's budget per language
   os.training.steps = m.steps;
   os.training.warmup = std::min(os.training.warmup, m.steps / 10);
   const RunResult r = train_run(os, corpus, m.heads, 1);

@@ -30,7 +30,7 @@ SentenceBootstrap::SentenceBootstrap(int64_t sentences, int64_t resamples, uint6
   }
 }
 
-std::vector<Interval> SentenceBootstrap::intervals(
+std::vector<Estimate> SentenceBootstrap::intervals(
     const std::function<std::vector<double>(const std::vector<int64_t>&)>& statistic) const {
   std::vector<int64_t> all(static_cast<size_t>(n_));
   std::iota(all.begin(), all.end(), 0);
@@ -41,7 +41,7 @@ std::vector<Interval> SentenceBootstrap::intervals(
     const std::vector<double> v = statistic(d);
     for (size_t k = 0; k < v.size(); ++k) samples[k].push_back(v[k]);
   }
-  std::vector<Interval> out;
+  std::vector<Estimate> out;
   for (size_t k = 0; k < value.size(); ++k) {
     std::vector<double>& v = samples[k];
     if (v.empty()) {
@@ -55,11 +55,11 @@ std::vector<Interval> SentenceBootstrap::intervals(
   return out;
 }
 
-Interval SentenceBootstrap::interval(const std::function<double(const std::vector<int64_t>&)>& statistic) const {
+Estimate SentenceBootstrap::interval(const std::function<double(const std::vector<int64_t>&)>& statistic) const {
   return intervals([&](const std::vector<int64_t>& sample) { return std::vector<double>{statistic(sample)}; }).front();
 }
 
-Interval SentenceBootstrap::ratio(const std::vector<double>& num, const std::vector<double>& den) const {
+Estimate SentenceBootstrap::ratio(const std::vector<double>& num, const std::vector<double>& den) const {
   return interval([&](const std::vector<int64_t>& sample) {
     double a = 0, b = 0;
     for (int64_t i : sample) {
@@ -158,7 +158,10 @@ Example gold_example(const Translator& tr, const AlignedSentence& s) {
 }
 
 int64_t layer_of(const std::string& module) {  // "decoder.layers.1.cross_attn" -> 1
-  const size_t a = module.find("layers.") + 7;
+  const size_t at = module.find("layers.");
+  if (at == std::string::npos)
+    fail<ValueError>("roles", "attention module '{}' has no 'layers.<n>' in its name", module);
+  const size_t a = at + 7;
   return std::stoll(module.substr(a, module.find('.', a) - a));
 }
 
@@ -212,8 +215,8 @@ namespace {
 
 constexpr int64_t kResamples = 1000;
 
-std::array<Interval, kRoleSlots> slot_accuracy(const SentenceBootstrap& boot, const std::vector<RoleCounts>& counts) {
-  std::array<Interval, kRoleSlots> out;
+std::array<Estimate, kRoleSlots> slot_accuracy(const SentenceBootstrap& boot, const std::vector<RoleCounts>& counts) {
+  std::array<Estimate, kRoleSlots> out;
   for (size_t r = 0; r < kRoleSlots; ++r) {
     std::vector<double> hits, tokens;
     for (const RoleCounts& c : counts) {
@@ -264,7 +267,7 @@ AlignmentBaselines alignment_baselines(const std::vector<AlignedSentence>& gold,
   return out;
 }
 
-std::vector<int> dedicated_roles(const std::vector<RoleCounts>& counts, const std::array<Interval, kRoleSlots>& acc,
+std::vector<int> dedicated_roles(const std::vector<RoleCounts>& counts, const std::array<Estimate, kRoleSlots>& acc,
                                  const AlignmentBaselines& base) {
   const std::array<double, kRoleSlots> hits = totals(counts, true), tokens = totals(counts, false);
   std::vector<int> out;
@@ -274,7 +277,7 @@ std::vector<int> dedicated_roles(const std::vector<RoleCounts>& counts, const st
     const double other_hits = content ? hits[kContent] - hits[static_cast<size_t>(r)] : hits[kContent];
     const double other_tokens = content ? tokens[kContent] - tokens[static_cast<size_t>(r)] : tokens[kContent];
     const double other = other_tokens > 0 ? 100 * other_hits / other_tokens : 0.0;
-    const Interval& a = acc[static_cast<size_t>(r)];
+    const Estimate& a = acc[static_cast<size_t>(r)];
     const double baseline = std::max(base.diagonal[static_cast<size_t>(r)].value, base.offset[static_cast<size_t>(r)].value);
     if (a.lo >= baseline + kDedicatedMargin && a.value >= other + kDedicatedMargin) out.push_back(r);
   }
@@ -405,7 +408,7 @@ ModelRoles analyse_roles(const StudyOptions& o, const Translator& tr, Seq2SeqTra
   };
   // One statistic per sample: every score of every head, then the Spearman ρ of every pair of scores.
   const size_t kinds = score_fns.size();
-  const std::vector<Interval> all = vboot.intervals([&](const std::vector<int64_t>& sample) {
+  const std::vector<Estimate> all = vboot.intervals([&](const std::vector<int64_t>& sample) {
     std::vector<std::vector<double>> v;
     for (const auto& [name, fn] : score_fns) v.push_back(fn(sample));
     std::vector<double> flat;
@@ -463,13 +466,13 @@ std::vector<int64_t> best_matching(const std::vector<std::vector<double>>& cost)
 
 namespace {
 
-std::string ci(const Interval& x, int digits) {
+std::string ci(const Estimate& x, int digits) {
   return fmt::format("{:.{}f} [{:.{}f}, {:.{}f}]", x.value, digits, x.lo, digits, x.hi, digits);
 }
 
-std::string ci_sci(const Interval& x) { return fmt::format("{:.2e} [{:.2e}, {:.2e}]", x.value, x.lo, x.hi); }
+std::string ci_sci(const Estimate& x) { return fmt::format("{:.2e} [{:.2e}, {:.2e}]", x.value, x.lo, x.hi); }
 
-nlohmann::json ci_json(const Interval& x) { return {{"value", x.value}, {"lo", x.lo}, {"hi", x.hi}}; }
+nlohmann::json ci_json(const Estimate& x) { return {{"value", x.value}, {"lo", x.lo}, {"hi", x.hi}}; }
 
 std::string head_name(const HeadRoles& h) { return fmt::format("L{}H{}", h.layer, h.head); }
 
@@ -547,7 +550,7 @@ std::string write_roles_report(const StudyOptions& o, const std::string& lang, c
       md += fmt::format("| {} | {} |", m.seed, head_name(h));
       nlohmann::json acc = nlohmann::json::object();
       for (int r : slots) {
-        const Interval& a = h.accuracy[static_cast<size_t>(r)];
+        const Estimate& a = h.accuracy[static_cast<size_t>(r)];
         md += r == kContent ? fmt::format(" {} |", ci(a, 1)) : fmt::format(" {:.1f} |", a.value);
         acc[role_slot_name(r)] = ci_json(a);
       }

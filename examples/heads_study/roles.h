@@ -31,7 +31,7 @@ inline constexpr int kRoleSlots = kRoleCount + 1;
 // role_name, and "content" for kContent.
 std::string role_slot_name(int slot);
 
-struct Interval {
+struct Estimate {
   double value = 0, lo = 0, hi = 0;  // the statistic on all sentences, and its 95% bootstrap interval
 };
 
@@ -41,11 +41,11 @@ class SentenceBootstrap {
  public:
   SentenceBootstrap(int64_t sentences, int64_t resamples, uint64_t seed);
   // Σ num / Σ den over the sentences (0 when Σ den is 0), with its 95% percentile interval.
-  Interval ratio(const std::vector<double>& num, const std::vector<double>& den) const;
+  Estimate ratio(const std::vector<double>& num, const std::vector<double>& den) const;
   // Any statistic of a sample (sentence indices, repeats as drawn); value on all sentences once each.
-  Interval interval(const std::function<double(const std::vector<int64_t>&)>& statistic) const;
+  Estimate interval(const std::function<double(const std::vector<int64_t>&)>& statistic) const;
   // A vector of statistics of one sample at once (every head's score, say): one interval each.
-  std::vector<Interval> intervals(const std::function<std::vector<double>(const std::vector<int64_t>&)>& statistic) const;
+  std::vector<Estimate> intervals(const std::function<std::vector<double>(const std::vector<int64_t>&)>& statistic) const;
 
  private:
   int64_t n_;
@@ -82,12 +82,12 @@ std::vector<HeadArgmax> cross_attention_argmax(Seq2SeqTransformer& model, const 
 struct HeadRoles {
   std::string module;
   int64_t layer = 0, head = 0;
-  std::array<Interval, kRoleSlots> accuracy;  // percent of the slot's tokens aligned
+  std::array<Estimate, kRoleSlots> accuracy;  // percent of the slot's tokens aligned
   std::vector<int> dedicated;                 // role slots this head is dedicated to
 };
 
 struct AlignmentBaselines {
-  std::array<Interval, kRoleSlots> diagonal, offset;  // percent
+  std::array<Estimate, kRoleSlots> diagonal, offset;  // percent
   std::array<int64_t, kRoleSlots> best_offset{};      // s = t + k, the k that scores best per slot
   std::array<double, kRoleSlots> tokens{};            // tokens per slot over the split
 };
@@ -101,12 +101,12 @@ inline constexpr double kDedicatedMargin = 10.0;
 struct HeadScore {  // experiment 4, one head of any attention module
   std::string module;
   int64_t head = 0;
-  Interval importance, fisher, ablation, entropy, confidence;
+  Estimate importance, fisher, ablation, entropy, confidence;
 };
 
 struct ScoreCorrelation {
   std::string a, b;
-  Interval rho;  // Spearman over all heads, bootstrap over sentences
+  Estimate rho;  // Spearman over all heads, bootstrap over sentences
 };
 
 // Importance measured four ways, ranked against ablation Δ: which of the
