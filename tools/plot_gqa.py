@@ -10,7 +10,6 @@ labelled with its G; and the cached ms/token against G at every decoded
 length (median over the models of that G). Needs Debian's python3-matplotlib.
 """
 import argparse
-import json
 import statistics
 import sys
 from collections import defaultdict
@@ -19,20 +18,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from jsonl import read_jsonl  # noqa: E402
 
 MARKERS = {"scratch": ("o", "#1f77b4"), "converted": ("x", "#d62728"), "uptrained": ("s", "#2ca02c")}
 
 
 def read_models(path):
-    models = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                models.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                sys.exit(f"plot_gqa: {path}:{lineno}: not JSON ({e})")
+    models = read_jsonl(path, "plot_gqa")
     if not models:
         sys.exit(f"plot_gqa: {path} holds no models")
     return models

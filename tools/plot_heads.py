@@ -21,7 +21,6 @@ seed 19), as heads_study computes them.
 """
 import argparse
 import glob
-import json
 import os
 import random
 import statistics
@@ -32,18 +31,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from jsonl import read_jsonl  # noqa: E402
 
 
 def read_runs(path):
-    runs = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                runs.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                sys.exit(f"plot_heads: {path}:{lineno}: not JSON ({e})")
+    runs = read_jsonl(path, "plot_heads")
     if not runs:
         sys.exit(f"plot_heads: {path} holds no runs")
     return runs

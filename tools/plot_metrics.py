@@ -12,32 +12,24 @@ per character), and the learning rate. Records with
 python3-matplotlib.
 """
 import argparse
-import json
 import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from jsonl import read_jsonl  # noqa: E402
 
 
 def read_log(path):
     train, evals, skipped = [], [], []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                sys.exit(f"plot_metrics: error: {path}:{lineno}: not JSON ({e.msg})")
-            if r.get("skipped"):
-                skipped.append(r)
-            elif "eval_loss" in r:
-                evals.append(r)
-            elif "loss" in r:
-                train.append(r)
+    for r in read_jsonl(path, "plot_metrics: error"):
+        if r.get("skipped"):
+            skipped.append(r)
+        elif "eval_loss" in r:
+            evals.append(r)
+        elif "loss" in r:
+            train.append(r)
     if not train and not evals:
         sys.exit(f"plot_metrics: error: {path} has no training or evaluation records")
     return train, evals, skipped

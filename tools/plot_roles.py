@@ -10,7 +10,6 @@ best fixed offset) as the last row and the dedicated heads boxed. Needs
 Debian's python3-matplotlib.
 """
 import argparse
-import json
 import sys
 from collections import defaultdict
 
@@ -19,19 +18,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
+from jsonl import read_jsonl  # noqa: E402
 
 
 def read_lines(path):
     kinds = defaultdict(list)
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                j = json.loads(line)
-            except json.JSONDecodeError as e:
-                sys.exit(f"plot_roles: {path}:{lineno}: not JSON ({e})")
-            kinds[j.get("kind", "?")].append(j)
+    for j in read_jsonl(path, "plot_roles"):
+        kinds[j.get("kind", "?")].append(j)
     if not kinds["cross_head"] or not kinds["baseline"]:
         sys.exit(f"plot_roles: {path} has no cross_head or baseline lines; is it a roles-<lang>.jsonl?")
     return kinds
