@@ -65,7 +65,7 @@ if grep -rq -e '-march=native' --include=flags.make "$dir/build"; then fail "-ma
 version=$(sed -n 's/^#define ATTOGRAD_VERSION_STRING "\([0-9]*\.[0-9]*\).*/\1/p' "$dir/build/attograd/include/attograd/version.h")
 exported=0
 for part in tensor autograd nn optim data; do
-  lib=$(find "$dir/build/attograd" -name "libattograd_$part.so" | head -1)
+  lib=$(find "$dir/build/attograd" -name "libattograd_$part.so" -print -quit)
   [[ -n $lib ]] || fail "libattograd_$part.so was not built"
   soname=$(objdump -p "$lib" | awk '$1 == "SONAME" {print $2}')
   [[ $soname == "libattograd_$part.so.$version" ]] || fail "libattograd_$part.so has soname '$soname'"

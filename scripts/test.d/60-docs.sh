@@ -52,7 +52,7 @@ cxx_flags=(-std=c++20 -I"$build/include" -I"$PWD")
 libs() {  # the link line of the build tree's static libraries
   local part lib
   for part in data optim nn autograd tensor; do
-    lib=$(find "$build" -maxdepth 2 -name "libattograd_$part.a" | head -n 1)
+    lib=$(find "$build" -maxdepth 2 -name "libattograd_$part.a" -print -quit)
     [[ -n $lib ]] || { echo "docs: no libattograd_$part.a in $build" >&2; return 1; }
     echo "$lib"
   done
@@ -175,7 +175,7 @@ check_links() {  # ROOT MD...
       [[ $target == *"#"* ]] && anchor=${target#*#}
       if [[ -z $path ]]; then resolved=$md; else resolved=$(realpath -m --relative-to="$root" "$root/$dir/$path"); fi
       if [[ ! -e $root/$resolved ]]; then problem "$md: link to a missing file: $target"; continue; fi
-      if [[ -n $anchor && $resolved == *.md ]] && ! anchors "$root/$resolved" | grep -qxF -- "$anchor"; then
+      if [[ -n $anchor && $resolved == *.md ]] && ! grep -qxF -- "$anchor" <<<"$(anchors "$root/$resolved")"; then
         problem "$md: link to a missing heading: $target (headings of $resolved: $(anchors "$root/$resolved" | paste -sd' '))"
       fi
     done < <(prose "$root/$md" | grep -o '\]([^) ]*)' | sed 's/^](//; s/)$//')

@@ -25,7 +25,9 @@ grep -Eq "^bench framework=attograd mode=decode config=tiny threads=1 kernel=[A-
   || fail "unexpected decode line"
 if grep -q "same=no" <<<"$dec"; then fail "cached and uncached decoding differ"; fi
 # The table script reads these lines (PyTorch's side absent: only the kernel row and our rows that need no peer).
-/usr/bin/python3 "$tools/bench_table.py" "$lines" | grep -q "OpenBLAS kernel" || fail "bench_table.py failed"
+# (The table is captured before grep reads it: `grep -q` in a pipe closes it early, and the writer's broken pipe fails the check.)
+table=$(/usr/bin/python3 "$tools/bench_table.py" "$lines") || fail "bench_table.py failed"
+grep -q "OpenBLAS kernel" <<<"$table" || fail "bench_table.py has no kernel row"
 
 # The shape overrides of scripts/bench --sweep: tok_s × step time is the
 # tokens of a step, batch 4 × length 8.
@@ -57,13 +59,13 @@ if grep -q '^ATTOGRAD_MPI:BOOL=ON' "$build/CMakeCache.txt" && command -v mpirun 
   echo "$dp2" | tee -a "$lines"
   [[ $(grep -c "^bench " <<<"$dp2") == 1 ]] || fail "expected one line (rank 0's) from mpirun -np 2"
   grep -Eq "$(dp_line 2)" <<<"$dp2" || fail "unexpected data-parallel line from mpirun -np 2"
-  /usr/bin/python3 "$tools/bench_table.py" "$lines" | grep -q "tiny data-parallel: 2 procs × 1 thread" \
-    || fail "bench_table.py has no data-parallel row"
+  table=$(/usr/bin/python3 "$tools/bench_table.py" "$lines") || fail "bench_table.py failed"
+  grep -q "tiny data-parallel: 2 procs × 1 thread" <<<"$table" || fail "bench_table.py has no data-parallel row"
 else
   echo "bench_smoke: no MPI in the build or no mpirun: the 2-process data-parallel line is not checked"
   echo 'skip row=dp reason="MPI is not built"' >>"$lines"
-  /usr/bin/python3 "$tools/bench_table.py" "$lines" | grep -q "skipped: MPI is not built" \
-    || fail "bench_table.py does not say the data-parallel row was skipped"
+  table=$(/usr/bin/python3 "$tools/bench_table.py" "$lines") || fail "bench_table.py failed"
+  grep -q "skipped: MPI is not built" <<<"$table" || fail "bench_table.py does not say the data-parallel row was skipped"
 fi
 
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
