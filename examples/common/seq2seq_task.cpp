@@ -32,7 +32,9 @@ EvalResult evaluate(Seq2SeqTransformer& model, const Dataset& data, const EvalOp
   for (const Batch& b : loader.epoch_batches()) {
     if (r.examples >= opt.max_examples) break;
     const int64_t V = model.config.tgt_vocab;
-    Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
+    // The target's padding mask matters only to a decoder without the causal mask (TransformerConfig::causal_decoder):
+    // a causal row never reaches the padding after its sentence.
+    Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask, b.tgt_key_padding_mask);  // [B, T, V]
     CrossEntropyOptions ce;
     ce.ignore_index = pad_id;
     ce.reduction = Reduction::sum;
@@ -191,7 +193,7 @@ class Seq2SeqTask : public TrainTask {
     ShardLoss out;
     out.global_tokens = global.num_tokens;
     if (b.size() == 0) return out;
-    Tensor logits = model_.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
+    Tensor logits = model_.forward(b.src, b.tgt_in, b.src_key_padding_mask, b.tgt_key_padding_mask);  // [B, T, V]
     CrossEntropyOptions ce;
     ce.ignore_index = train_.options().pad_id;
     ce.label_smoothing = label_smoothing;

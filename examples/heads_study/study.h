@@ -116,9 +116,9 @@ struct PruningPoint {
 };
 
 // Iterative pruning (Michel et al. 2019, §5): heads are removed about 10% of
-// all heads at a time, up to 90%, in three orders: by importance (head_importance,
-// normalized per module, recomputed on the remaining heads after every step,
-// as Michel does), by ablation Δ loss (ablate_heads on the full model, once)
+// all heads at a time, up to 90%, in three orders: by importance (head_importance
+// over single sentences, normalized per module, recomputed on the remaining heads
+// after every step, as Michel does), by ablation Δ loss (ablate_heads on the full model, once)
 // and at random (seeded). Importance and ablation are measured on the first
 // o.ablation_size training sentences, so the test sentences only score.
 // Writes pruning-<lang>.md and pruning-<lang>.jsonl; returns the points.
