@@ -126,7 +126,7 @@ TEST_F(HeadsStudy, QuickRunWritesEveryOutput) {
                                                     out + "/results.jsonl", "-o", out + "/heads.png", "--study", out},
                                dir_);
     ASSERT_EQ(p.code, 0) << p.err << p.out;
-    for (const char* f : {"heads.png", "curves-fr.png", "steps-to-target.png", "axes.png"})
+    for (const char* f : {"heads.png", "curves-fr.png", "steps-to-target.png", "axes.png", "pruning.png"})
       EXPECT_GT(fs::file_size(out + "/" + f), 1000u) << f;
   }
 

@@ -67,7 +67,7 @@ def main():
         ax.set_xticks(groups, [str(g) for g in groups])
         ax.set_xlabel("K/V heads G")
         ax.set_ylabel("cached decoding, ms/token")
-        ax.set_title(f"en→{lang}: decoding time against G (shared machine)")
+        ax.set_title(f"en→{lang}: decoding time against G")
         ax.legend()
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)

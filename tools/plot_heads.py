@@ -16,6 +16,8 @@ PNG given to -o:
   steps-to-target.png   steps to 90% and 99% valid token accuracy against H, with 95% CIs
   axes.png              quality against parameters, training FLOPs and step time,
                         constant E and constant D as two lines per language
+  pruning.png           greedy exact match and BLEU against the share of heads removed,
+                        by importance, by ablation and at random (pruning-<lang>.jsonl)
 Intervals are percentile bootstraps of the mean over seeds (2000 resamples,
 seed 19), as heads_study computes them.
 """
@@ -163,6 +165,33 @@ def plot_axes(by_lang, timing, path):
     plt.close(fig)
 
 
+def plot_pruning(directory, path):
+    """One column per language: exact match and BLEU against the share of heads removed, one line per order."""
+    by_lang = {}
+    for file in sorted(glob.glob(os.path.join(directory, "pruning-*.jsonl"))):
+        points = read_jsonl(file, "plot_heads")
+        if points:
+            by_lang[points[0]["lang"]] = points
+    if not by_lang:
+        return False
+    fig, axes = plt.subplots(2, len(by_lang), figsize=(5.5 * len(by_lang), 6.5), squeeze=False)
+    for col, (lang, points) in enumerate(sorted(by_lang.items())):
+        for row, (key, label) in enumerate([("exact_match", "greedy exact match (%)"), ("bleu", "BLEU")]):
+            ax = axes[row][col]
+            for order, style in [("importance", "o-"), ("ablation", "s-"), ("random", "^--")]:
+                mine = [p for p in points if p["order"] == order]
+                ax.plot([100 * p["fraction"] for p in mine], [p[key] for p in mine], style, label=order)
+            ax.set_xlabel("heads removed (%)")
+            ax.set_ylabel(label)
+            ax.set_title(f"en→{lang}")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def plot_study(directory, out_dir, width):
     by_lang = {}
     for path in sorted(glob.glob(os.path.join(directory, "curves-*.jsonl"))):
@@ -178,6 +207,8 @@ def plot_study(directory, out_dir, width):
     plot_steps_to_target(by_lang, width, written[-1])
     written.append(os.path.join(out_dir, "axes.png"))
     plot_axes(by_lang, read_runs(os.path.join(directory, "axes.jsonl")), written[-1])
+    if plot_pruning(directory, os.path.join(out_dir, "pruning.png")):
+        written.append(os.path.join(out_dir, "pruning.png"))
     for path in written:
         print(f"plot_heads: wrote {path}")
 
