@@ -198,7 +198,7 @@ std::string report(const StudyOptions& o, const GqaOptions& g, const std::vector
     md += fmt::format(" {:.1e} ({:.1f}) |\n", diff, scale);
   }
   md += "\nThe multi-head cache (G = H) holds 2·L·B·(t + S)·E floats whatever H is; G K/V heads divide it by H/G. "
-        "Timing comes from a shared machine: compare rows of one run, not runs. max abs Δlogit compares each model's "
+        "Timing depends on the machine's load: compare rows of one run, not runs. max abs Δlogit compares each model's "
         "teacher-forced logits with its cached one-token steps (the lean decode step) on the same targets.\n";
   return md;
 }
