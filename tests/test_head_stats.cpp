@@ -1,6 +1,6 @@
 // Head statistics (examples/heads_study/head_stats.h): entropy, distance and
 // peak on hand-made weights, the masks that decide which rows and keys count,
-// and head ablation through attention observers.
+// head ablation through attention observers, and the pruning report over seeds.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +14,8 @@
 using namespace attograd;
 using namespace attograd::heads;
 using attograd::testing::expect_error;
+using attograd::testing::lines_of;
+using attograd::testing::read_text;
 
 namespace {
 
@@ -225,4 +227,39 @@ TEST(HeadImportance, IsTheGateGradientAndHonoursTheMask) {
   EXPECT_DOUBLE_EQ(loss_at(mask), ablation[0].loss);
   EXPECT_DOUBLE_EQ(loss_at(full_head_mask(model)), baseline);
   for (const auto& [name, m] : modules) EXPECT_FALSE(m->observer) << name;  // the guards restored them
+}
+
+TEST(PruningReport, MeansOverSeedsWithTheirIntervalAndRefusesModelsOfAnotherShape) {
+  const Corpus corpus = load_corpus(std::string(ATTOGRAD_SOURCE_DIR) + "/data/numbers", "fr");
+  attograd::testing::TempDir dir("pruning");
+  StudyOptions o;
+  o.out_dir = dir.path;
+  // A model of 6 heads pruned one at a time, twice per order; exact match em, em - 10.
+  auto run = [](uint64_t seed, double em, int64_t levels = 2) {
+    PruningRun r;
+    r.seed = seed;
+    r.total_heads = 6;
+    r.modules = 3;
+    r.step = 1;
+    for (const char* order : {"importance", "ablation", "random"})
+      for (int64_t k = 0; k < levels; ++k)
+        r.points.push_back({order, k, static_cast<double>(k) / 6, em - 10.0 * static_cast<double>(k), 50});
+    return r;
+  };
+  write_pruning_report(o, corpus, 2, {run(1, 90), run(2, 80)});
+  const std::string md = read_text(dir / "pruning-fr.md");
+  EXPECT_NE(md.find("seeds 1, 2"), std::string::npos) << md;
+  // Two models at 90 and 80: the mean 85 between the two values, the interval their range.
+  EXPECT_NE(md.find("| 0 | 0% | 85.0 [80.0, 90.0] | 50.0 [50.0, 50.0] |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 | 17% | 75.0 [70.0, 80.0] |"), std::string::npos) << md;
+  const auto lines = lines_of(read_text(dir / "pruning-fr.jsonl"));
+  ASSERT_EQ(lines.size(), 12u);  // 2 models x 3 orders x 2 points
+  EXPECT_EQ(nlohmann::json::parse(lines.front())["seed"], 1);
+  EXPECT_EQ(nlohmann::json::parse(lines.back())["seed"], 2);
+
+  write_pruning_report(o, corpus, 2, {run(3, 70)});  // one model: bare values
+  EXPECT_NE(read_text(dir / "pruning-fr.md").find("| 0 | 0% | 70.0 | 50.0 |"), std::string::npos);
+  expect_error<ValueError>([&] { write_pruning_report(o, corpus, 2, {run(1, 90), run(2, 80, 3)}); },
+                           {"write_pruning_report", "seed 2", "seed 1"});
+  expect_error<ValueError>([&] { write_pruning_report(o, corpus, 2, {}); }, {"no pruning runs"});
 }

@@ -17,7 +17,8 @@ PNG given to -o:
   axes.png              quality against parameters, training FLOPs and step time,
                         constant E and constant D as two lines per language
   pruning.png           greedy exact match and BLEU against the share of heads removed,
-                        by importance, by ablation and at random (pruning-<lang>.jsonl)
+                        by importance, by ablation and at random (pruning-<lang>.jsonl):
+                        the mean over the models with a 95% bootstrap band over seeds
 Intervals are percentile bootstraps of the mean over seeds (2000 resamples,
 seed 19), as heads_study computes them.
 """
@@ -179,8 +180,16 @@ def plot_pruning(directory, path):
         for row, (key, label) in enumerate([("exact_match", "greedy exact match (%)"), ("bleu", "BLEU")]):
             ax = axes[row][col]
             for order, style in [("importance", "o-"), ("ablation", "s-"), ("random", "^--")]:
-                mine = [p for p in points if p["order"] == order]
-                ax.plot([100 * p["fraction"] for p in mine], [p[key] for p in mine], style, label=order)
+                by_share = defaultdict(list)  # the models' values at each share removed
+                for p in points:
+                    if p["order"] == order:
+                        by_share[100 * p["fraction"]].append(p[key])
+                shares = sorted(by_share)
+                stats = [bootstrap(by_share[x]) for x in shares]
+                n = len(by_share[shares[0]])
+                ax.plot(shares, [m for m, _, _ in stats], style, label=f"{order} (n={n})")
+                if n > 1:
+                    ax.fill_between(shares, [lo for _, lo, _ in stats], [hi for _, _, hi in stats], alpha=0.2)
             ax.set_xlabel("heads removed (%)")
             ax.set_ylabel(label)
             ax.set_title(f"en→{lang}")

@@ -15,6 +15,7 @@
 #include "examples/common/attention_svg.h"
 #include "examples/heads_study/curves.h"
 #include "examples/heads_study/head_stats.h"
+#include "examples/heads_study/stats.h"
 #include <attograd/nn/generate.h>
 
 namespace attograd::heads {
@@ -350,8 +351,7 @@ void remove_next(HeadMask& mask, const std::vector<std::pair<std::string, int64_
 
 }  // namespace
 
-std::vector<PruningPoint> pruning_curves(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model,
-                                         uint64_t seed) {
+PruningRun pruning_curves(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model, uint64_t seed) {
   const Translator& tr = corpus.translator;
   const std::vector<AblationBatch> batches = first_batches(corpus.train, o.ablation_size);
   // Importance as Michel et al. define it, E_x |∂L(x)/∂ξ_h| over single sentences: a batch's gradient sums
@@ -408,31 +408,68 @@ std::vector<PruningPoint> pruning_curves(const StudyOptions& o, const Corpus& co
     }
   }
 
-  const std::string lang = tr.task.lang;
+  PruningRun run;
+  run.seed = seed;
+  run.total_heads = total;
+  run.modules = static_cast<int64_t>(full.size());
+  run.step = step;
+  run.baseline_loss = baseline;
+  run.points = std::move(points);
+  return run;
+}
+
+void write_pruning_report(const StudyOptions& o, const Corpus& corpus, int64_t heads,
+                          const std::vector<PruningRun>& runs) {
+  if (runs.empty()) fail<ValueError>("write_pruning_report", "no pruning runs; hint: prune at least one model");
+  const PruningRun& first = runs.front();
+  for (const PruningRun& r : runs)
+    if (r.points.size() != first.points.size() || r.total_heads != first.total_heads)
+      fail<ValueError>("write_pruning_report", "seed {} has {} points over {} heads, seed {} {} over {}; hint: prune "
+                       "models of one shape", r.seed, r.points.size(), r.total_heads, first.seed, first.points.size(),
+                       first.total_heads);
+  // One cell: the mean over the models of one point's metric, with its interval when there are several.
+  auto cell = [&](size_t i, double PruningPoint::*metric) {
+    std::vector<double> v;
+    for (const PruningRun& r : runs) v.push_back(r.points[i].*metric);
+    return v.size() == 1 ? fmt::format("{:.1f}", v.front()) : show_interval(bootstrap_mean(v, 19), 1);
+  };
+  std::vector<std::string> seeds, baselines;
+  for (const PruningRun& r : runs) {
+    seeds.push_back(std::to_string(r.seed));
+    baselines.push_back(fmt::format("{:.4f}", r.baseline_loss));
+  }
+  const std::string lang = corpus.translator.task.lang;
   std::string md = fmt::format(
-      "## Pruning the en→{} model (H = {}, {} heads in {} attention modules)\n\n"
+      "## Pruning the en→{} models (H = {}, {} heads in {} attention modules; seeds {})\n\n"
       "Heads removed {} at a time; exact match (%) and BLEU by greedy decoding of {} test sentences; importance and "
       "ablation measured on {} training sentences (importance: the mean |∂L/∂ξ| of single sentences, recomputed "
-      "after each removal; ablation: Δ loss of each head removed alone from the full model; baseline loss {:.4f}).\n\n"
+      "after each removal; ablation: Δ loss of each head removed alone from the full model; baseline loss {}). "
+      "{}\n\n"
       "| removed | fraction | importance EM | BLEU | ablation EM | BLEU | random EM | BLEU |\n"
       "|---|---|---|---|---|---|---|---|\n",
-      lang, model.config.heads, total, full.size(), step, std::min(o.eval_size, corpus.test.size()),
-      std::min(o.ablation_size, corpus.train.size()), baseline);
-  std::string jsonl;
-  const size_t levels = points.size() / 3;
+      lang, heads, first.total_heads, first.modules, fmt::join(seeds, ", "), first.step,
+      std::min(o.eval_size, corpus.test.size()), std::min(o.ablation_size, corpus.train.size()),
+      fmt::join(baselines, ", "),
+      runs.size() == 1 ? std::string("One model: no interval.")
+                       : fmt::format("Mean over the {} models and its 95% percentile-bootstrap interval over seeds "
+                                     "(each model prunes in its own random order, Generator(seed)).", runs.size()));
+  const size_t levels = first.points.size() / 3;
   for (size_t i = 0; i < levels; ++i) {
-    const PruningPoint &a = points[i], &b = points[levels + i], &c = points[2 * levels + i];
-    md += fmt::format("| {} | {:.0f}% | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", a.removed,
-                      100 * a.fraction, a.exact_match, a.bleu, b.exact_match, b.bleu, c.exact_match, c.bleu);
+    const PruningPoint& a = first.points[i];
+    md += fmt::format("| {} | {:.0f}% | {} | {} | {} | {} | {} | {} |\n", a.removed, 100 * a.fraction,
+                      cell(i, &PruningPoint::exact_match), cell(i, &PruningPoint::bleu),
+                      cell(levels + i, &PruningPoint::exact_match), cell(levels + i, &PruningPoint::bleu),
+                      cell(2 * levels + i, &PruningPoint::exact_match), cell(2 * levels + i, &PruningPoint::bleu));
   }
-  for (const PruningPoint& p : points)
-    jsonl += nlohmann::json{{"lang", lang}, {"order", p.order}, {"removed", p.removed}, {"fraction", p.fraction},
-                            {"exact_match", p.exact_match}, {"bleu", p.bleu}}
-                 .dump() +
-             "\n";
+  std::string jsonl;
+  for (const PruningRun& r : runs)
+    for (const PruningPoint& p : r.points)
+      jsonl += nlohmann::json{{"lang", lang}, {"seed", r.seed}, {"order", p.order}, {"removed", p.removed},
+                              {"fraction", p.fraction}, {"exact_match", p.exact_match}, {"bleu", p.bleu}}
+                   .dump() +
+               "\n";
   write_text(o.out_dir + "/pruning-" + lang + ".md", md);
   write_text(o.out_dir + "/pruning-" + lang + ".jsonl", jsonl);
-  return points;
 }
 
 namespace {

@@ -115,15 +115,30 @@ struct PruningPoint {
   double exact_match = 0, bleu = 0;  // greedy decoding, percent / BLEU-4
 };
 
+// One model's pruning curves: the three orders in turn, each from 0 removed heads.
+struct PruningRun {
+  uint64_t seed = 0;
+  int64_t total_heads = 0;     // of all attention modules
+  int64_t modules = 0;         // attention modules
+  int64_t step = 0;            // heads removed per point
+  double baseline_loss = 0;    // teacher-forced, on the ablation sentences
+  std::vector<PruningPoint> points;
+};
+
 // Iterative pruning (Michel et al. 2019, §5): heads are removed about 10% of
 // all heads at a time, up to 90%, in three orders: by importance (head_importance
 // over single sentences, normalized per module, recomputed on the remaining heads
 // after every step, as Michel does), by ablation Δ loss (ablate_heads on the full model, once)
-// and at random (seeded). Importance and ablation are measured on the first
+// and at random (Generator(seed)). Importance and ablation are measured on the first
 // o.ablation_size training sentences, so the test sentences only score.
-// Writes pruning-<lang>.md and pruning-<lang>.jsonl; returns the points.
-std::vector<PruningPoint> pruning_curves(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model,
-                                         uint64_t seed);
+PruningRun pruning_curves(const StudyOptions& o, const Corpus& corpus, Seq2SeqTransformer& model, uint64_t seed);
+
+// pruning-<lang>.md: per order and number of heads removed, the mean exact
+// match and BLEU over the models with a 95% bootstrap interval over their
+// seeds (the bare value for one model); pruning-<lang>.jsonl: every model's
+// points. ValueError when runs is empty or the models differ in shape.
+void write_pruning_report(const StudyOptions& o, const Corpus& corpus, int64_t heads,
+                          const std::vector<PruningRun>& runs);
 
 // Greedy decoding of o.kv_batch test sources to each length in o.kv_lengths,
 // with and without the KV cache, for each K/V head count G in o.kv_groups:
