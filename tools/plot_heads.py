@@ -58,6 +58,14 @@ def bootstrap(values, resamples=2000, level=0.95, seed=19):
     return statistics.mean(values), quantile((1 - level) / 2), quantile((1 + level) / 2)
 
 
+def plot_mean_band(ax, xs, samples, label, style="-"):
+    """The mean of each sample against xs, with its 95% bootstrap band when the samples hold several values."""
+    stats = [bootstrap(v) for v in samples]
+    line, = ax.plot(xs, [m for m, _, _ in stats], style, label=label)
+    if max(len(v) for v in samples) > 1:
+        ax.fill_between(xs, [lo for _, lo, _ in stats], [hi for _, _, hi in stats], color=line.get_color(), alpha=0.2)
+
+
 def steps_to_reach(run, target):
     for step, acc in zip(run["curve"]["step"], run["curve"]["valid_token_accuracy"]):
         if acc >= target:
@@ -83,10 +91,7 @@ def plot_curves(lang, runs, width, path):
         for h in sorted(by_h):
             steps = by_h[h][0]["curve"]["step"]
             rows = [r["curve"][key] for r in by_h[h] if r["curve"]["step"] == steps]
-            stats = [bootstrap([row[i] for row in rows]) for i in range(len(steps))]
-            line, = ax.plot(steps, [m for m, _, _ in stats], label=f"H={h} (n={len(rows)})")
-            ax.fill_between(steps, [lo for _, lo, _ in stats], [hi for _, _, hi in stats], color=line.get_color(),
-                            alpha=0.2)
+            plot_mean_band(ax, steps, [[row[i] for row in rows] for i in range(len(steps))], f"H={h} (n={len(rows)})")
         if key == "valid_loss":
             ax.set_yscale("log")
         ax.set_xlabel("training step")
@@ -185,11 +190,8 @@ def plot_pruning(directory, path):
                     if p["order"] == order:
                         by_share[100 * p["fraction"]].append(p[key])
                 shares = sorted(by_share)
-                stats = [bootstrap(by_share[x]) for x in shares]
-                n = len(by_share[shares[0]])
-                ax.plot(shares, [m for m, _, _ in stats], style, label=f"{order} (n={n})")
-                if n > 1:
-                    ax.fill_between(shares, [lo for _, lo, _ in stats], [hi for _, _, hi in stats], alpha=0.2)
+                plot_mean_band(ax, shares, [by_share[x] for x in shares], f"{order} (n={len(by_share[shares[0]])})",
+                               style)
             ax.set_xlabel("heads removed (%)")
             ax.set_ylabel(label)
             ax.set_title(f"en→{lang}")
