@@ -26,13 +26,17 @@ inline void cpu_relax() {
 #endif
 }
 
-// Static assignment: a loop of c chunks gives chunk 0 to the caller and chunk
-// i to worker i − 1; every worker takes part in every loop (an empty chunk
-// when c is smaller), so once `pending` reaches 0 no worker touches the loop.
+// Chunks are claimed, not assigned: the caller and every awake worker take
+// the next unclaimed chunk of the current loop until none is left, and the
+// caller returns once every chunk is done. A worker that is asleep or
+// descheduled when a loop starts therefore never holds it up (the caller
+// runs its share), and it never has to acknowledge a loop it missed. Which
+// thread runs a chunk never changes the chunk's range, so results do not
+// depend on it.
 class Pool {
  public:
   explicit Pool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
   ~Pool() {
     {
@@ -47,10 +51,10 @@ class Pool {
 
   void run(int64_t n, int64_t chunks, const std::function<void(int64_t, int64_t)>& f) {
     n_ = n;
-    chunks_ = chunks;
     f_ = &f;
     error_ = nullptr;
-    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    claim_.store(pack(chunks, 0), std::memory_order_release);
     bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -58,26 +62,44 @@ class Pool {
       wake = sleeping_ > 0;
     }
     if (wake) cv_.notify_all();
-    run_chunk(0);
-    while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+    run_chunks();
+    while (done_.load(std::memory_order_acquire) != chunks) cpu_relax();
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
-  void run_chunk(int64_t i) {
-    if (i >= chunks_) return;
-    const int64_t begin = n_ * i / chunks_, end = n_ * (i + 1) / chunks_;
-    t_in_region = true;
-    try {
-      (*f_)(begin, end);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!error_) error_ = std::current_exception();
-    }
-    t_in_region = false;
+  // The claim word: the current loop's chunk count (high half) and its next
+  // unclaimed chunk (low half), in one atomic. A successful claim is a chunk
+  // of a loop that is still running (its caller waits for that chunk), so
+  // n_ and f_ are that loop's, however late the claiming thread is.
+  static uint64_t pack(int64_t chunks, int64_t next) {
+    return static_cast<uint64_t>(chunks) << 32 | static_cast<uint64_t>(next);
   }
 
-  void work(int id) {
+  // Runs unclaimed chunks of the current loop until none is left.
+  void run_chunks() {
+    uint64_t v = claim_.load(std::memory_order_acquire);
+    for (;;) {
+      const auto chunks = static_cast<int64_t>(v >> 32), i = static_cast<int64_t>(v & 0xffffffffu);
+      if (i >= chunks) return;
+      if (!claim_.compare_exchange_weak(v, pack(chunks, i + 1), std::memory_order_acq_rel,
+                                        std::memory_order_acquire))
+        continue;
+      const int64_t begin = n_ * i / chunks, end = n_ * (i + 1) / chunks;
+      t_in_region = true;
+      try {
+        (*f_)(begin, end);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+      t_in_region = false;
+      done_.fetch_add(1, std::memory_order_acq_rel);
+      v = claim_.load(std::memory_order_acquire);
+    }
+  }
+
+  void work() {
     uint64_t seen = 0;
     for (;;) {
       // Spin for the next loop before sleeping on the condition variable.
@@ -94,20 +116,20 @@ class Pool {
       }
       seen = generation_.load(std::memory_order_acquire);
       if (stop_) return;
-      run_chunk(id);
-      pending_.fetch_sub(1, std::memory_order_release);
+      run_chunks();
     }
   }
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> generation_{0};  // bumped by each loop and by the stop signal
+  std::atomic<uint64_t> claim_{0};       // pack(chunks, next) of the current loop
+  std::atomic<int64_t> done_{0};         // chunks of the current loop finished
   int sleeping_ = 0;   // guarded by mu_
   bool stop_ = false;  // guarded by mu_, read after a generation change
-  // The current loop; written by the caller before the generation changes.
-  int64_t n_ = 0, chunks_ = 0;
+  // The current loop; written by the caller before its claim word is published.
+  int64_t n_ = 0;
   const std::function<void(int64_t, int64_t)>* f_ = nullptr;
   std::exception_ptr error_;
 };
@@ -137,8 +159,9 @@ bool in_parallel_region() { return t_in_region; }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   if (n <= 0) return;
-  const int64_t chunks = std::min<int64_t>(num_threads(), std::max<int64_t>(1, n / std::max<int64_t>(grain, 1)));
-  if (chunks <= 1 || t_in_region) {
+  const int threads = num_threads();
+  const int64_t chunks = std::min<int64_t>(kChunksPerThread * threads, std::max<int64_t>(1, n / std::max<int64_t>(grain, 1)));
+  if (threads == 1 || chunks <= 1 || t_in_region) {
     f(0, n);
     return;
   }

@@ -9,9 +9,10 @@
 //   set_num_threads(n)    the pool: the calling thread plus n − 1 workers
 //   parallel_for(n, grain, f)
 //                         calls f(begin, end) on disjoint ranges covering
-//                         [0, n), at most num_threads() of them, each at least
-//                         `grain` long (except when n < grain); blocks until
-//                         all are done and rethrows the first exception
+//                         [0, n), at most kChunksPerThread · num_threads() of
+//                         them, each at least `grain` long (except when
+//                         n < grain); blocks until all are done and rethrows
+//                         the first exception
 //
 // Nested calls (a parallel_for inside a chunk of another) run inline on the
 // calling thread. Loops whose result depends on how they are split (sums)
@@ -19,6 +20,9 @@
 // fixed blocks and add the blocks' partial sums in order (see block_count),
 // so a training run gives the same numbers with 1 or 2 threads.
 //
+// The caller and the workers claim the ranges one by one, so a worker that
+// is asleep or descheduled when a loop starts takes fewer ranges instead of
+// holding the loop up, and several ranges per thread even out uneven ones.
 // Workers spin briefly after a loop (the next one usually follows within
 // microseconds), then sleep; with one thread there are no workers at all.
 #pragma once
@@ -26,6 +30,9 @@
 #include <functional>
 
 namespace attograd {
+
+// The most ranges parallel_for makes per thread of the pool.
+inline constexpr int64_t kChunksPerThread = 4;
 
 // Process-wide; n >= 1.
 void set_num_threads(int n);
