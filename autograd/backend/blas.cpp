@@ -83,8 +83,10 @@ void cblas_gemm(double* out, const double* a, const double* b, int64_t M, int64_
               static_cast<blasint>(ldb), beta, out, static_cast<blasint>(ldc));
 }
 
-// A GEMM of at least this many multiply-adds is cut into kPieces pieces
-// along the longer side of the output; the pieces run across the thread pool.
+// A GEMM of at least this many multiply-adds is cut into up to kPieces pieces
+// along the longer side of the output, each a multiple of kPieceAlign long
+// (so an output side of 64, a weight gradient [64, 64] summed over 1024 rows,
+// still gives two); the pieces run across the thread pool.
 // The cut depends on the shape only, never on the thread count, so the
 // numbers are the same with 1 or 2 threads (OpenBLAS may pick a different
 // kernel for a smaller product, so a thread-dependent cut would change them).
@@ -247,7 +249,7 @@ void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
                             int64_t la, int64_t lb, int64_t lc, T al, T be) {
     library_gemm(lib, o, a_, b_, m, n, k, ta, tb, la, lb, lc, al, be);
   };
-  if (M * N * K >= kSplitWork && std::max(M, N) >= kPieces * kPieceAlign)
+  if (M * N * K >= kSplitWork && std::max(M, N) >= 2 * kPieceAlign)
     gemm_in_pieces(kernel, out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
   else
     kernel(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);

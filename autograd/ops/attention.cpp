@@ -149,6 +149,37 @@ HeadMatrices<T> head_matrices(const Tensor& x) {
   return m;
 }
 
+// A gradient [B, N, L, C] for input x of that shape, stored like x when x is
+// the split-heads view of [B, L, N, C] data (x.reshape({B, L, N, C}).transpose(1, 2)),
+// else contiguous: then the transpose and reshape that made x pass the
+// gradient back as views, with no copy. The (b, n) matrix [L, C] starts at
+// at(b, n) with row stride ld.
+template <class T>
+struct HeadGrad {
+  Tensor t;
+  T* data = nullptr;
+  int64_t sb = 0, sn = 0, ld = 0;
+  T* at(int64_t b, int64_t n) const { return data + b * sb + n * sn; }
+};
+
+template <class T>
+HeadGrad<T> head_grad_like(const Tensor& x) {
+  const int64_t B = x.size(0), N = x.size(1), L = x.size(2), C = x.size(3);
+  const bool split_heads = x.strides() == Shape{L * N * C, C, N * C, 1};
+  HeadGrad<T> g;
+  if (split_heads) {
+    const Tensor blnc = Tensor::empty({B, L, N, C}, x.dtype());
+    g.t = make_view(blnc, {B, N, L, C}, {L * N * C, C, N * C, 1}, 0);
+    g.data = blnc.data<T>();
+    g.sb = L * N * C, g.sn = C, g.ld = N * C;
+  } else {
+    g.t = Tensor::empty({B, N, L, C}, x.dtype());
+    g.data = g.t.template data<T>();
+    g.sb = N * L * C, g.sn = L * C, g.ld = C;
+  }
+  return g;
+}
+
 // The masks as contiguous arrays, and where head bh finds its [T, S] block.
 template <class T>
 struct Masks {
@@ -248,6 +279,7 @@ struct Buffers {
   const Tensor& row_stats;  // [B, H, T, 2] each row's max and 1/Σ (AttentionSaves::row_stats), or undefined
   const Tensor& keep;       // [B, H, T, S] b8 dropout keep-mask (undefined without dropout)
   const Tensor &q, &k, &v;  // [B, H, ·, ·] GEMM-addressable, each only when backward reads it
+  const Tensor &q_in, &k_in, &v_in;  // the inputs as given: their gradients take their layouts
   const Tensor &attn_mask, &key_padding_mask;  // the masks as given (row_stats re-applies them)
 };
 
@@ -389,7 +421,8 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
                     });
       return;
     }
-    attention_backward<T>(sv, {P_, row_stats_, keep_, q_, k_, v_, attn_mask, key_padding_mask}, grad, dx);
+    attention_backward<T>(sv, {P_, row_stats_, keep_, q_, k_, v_, q_in, k_in, v_in, attn_mask, key_padding_mask}, grad,
+                          dx);
   });
   return res;
 }
@@ -415,9 +448,10 @@ void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad,
   if (buf.k.defined()) K = head_matrices<T>(buf.k);
   if (buf.v.defined()) V = head_matrices<T>(buf.v);
   const DType dt = grad.dtype();
-  Tensor dq = dx.needs(0) ? Tensor::empty({B, H, T_, D}, dt) : Tensor();
-  Tensor dk = dx.needs(1) ? Tensor::empty({B, G, S, D}, dt) : Tensor();
-  Tensor dv = dx.needs(2) ? Tensor::empty({B, G, S, Dv}, dt) : Tensor();
+  // dQ [B, H, T, D], dK [B, G, S, D], dV [B, G, S, Dv], each laid out like its input
+  const HeadGrad<T> dq = dx.needs(0) ? head_grad_like<T>(buf.q_in) : HeadGrad<T>{};
+  const HeadGrad<T> dk = dx.needs(1) ? head_grad_like<T>(buf.k_in) : HeadGrad<T>{};
+  const HeadGrad<T> dv = dx.needs(2) ? head_grad_like<T>(buf.v_in) : HeadGrad<T>{};
   Tensor dm = dx.needs(3) ? Tensor::zeros(sv.mask_shape, dt) : Tensor();  // [T, S] or [B·H, T, S]
   const int64_t dm_head_stride = sv.mask_shape.size() == 3 ? TS : 0;
 
@@ -429,7 +463,7 @@ void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad,
     std::vector<T> pz(dropping && dx.needs(2) ? TS : 0);       // P ⊙ Z [T, S]
     std::vector<T> head_p(recompute ? TS : 0);                 // P [T, S], recomputed
     for (int64_t bh = first * R; bh < last * R; ++bh) {  // the heads of groups [first, last)
-      const int64_t b = bh / H, h = bh % H, g = h / R, bg = bh / R;
+      const int64_t b = bh / H, h = bh % H, g = h / R;
       const T acc = h % R == 0 ? T(0) : T(1);  // the group's first head writes dK, dV; the others add
       const T* p = recompute ? head_p.data() : buf.P.data<T>() + bh * TS;
       if (recompute) {
@@ -445,7 +479,7 @@ void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad,
           mix = pz.data();
         }
         // dV_g [S, Dv] += (P ⊙ Z)ᵀ dO
-        gemm<T>(dv.data<T>() + bg * S * Dv, mix, dO.at(b, h), S, Dv, T_, true, dO.trans, S, dO.ld, Dv, T(1), acc);
+        gemm<T>(dv.at(b, g), mix, dO.at(b, h), S, Dv, T_, true, dO.trans, S, dO.ld, dv.ld, T(1), acc);
       }
       if (!need_dp) continue;
       // dP [T, S] = (dO Vᵀ) ⊙ Z
@@ -459,15 +493,15 @@ void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad,
       }
       // dQ [T, D] = scale · dS K
       if (dx.needs(0))
-        gemm<T>(dq.data<T>() + bh * T_ * D, ds.data(), K.at(b, g), T_, D, S, false, K.trans, S, K.ld, D, scale, T(0));
+        gemm<T>(dq.at(b, h), ds.data(), K.at(b, g), T_, D, S, false, K.trans, S, K.ld, dq.ld, scale, T(0));
       // dK_g [S, D] += scale · dSᵀ Q
       if (dx.needs(1))
-        gemm<T>(dk.data<T>() + bg * S * D, ds.data(), Q.at(b, h), S, D, T_, true, Q.trans, S, Q.ld, D, scale, acc);
+        gemm<T>(dk.at(b, g), ds.data(), Q.at(b, h), S, D, T_, true, Q.trans, S, Q.ld, dk.ld, scale, acc);
     }
   });
-  if (dx.needs(0)) dx[0] += dq;
-  if (dx.needs(1)) dx[1] += dk;
-  if (dx.needs(2)) dx[2] += dv;
+  if (dx.needs(0)) dx[0] += dq.t;
+  if (dx.needs(1)) dx[1] += dk.t;
+  if (dx.needs(2)) dx[2] += dv.t;
   if (dx.needs(3)) dx[3] += dm;
 }
 

@@ -23,7 +23,9 @@
 #include <algorithm>
 
 #include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/engine.h>
+#include <attograd/autograd/kernels/add.h>
 #include <attograd/autograd/ops/elementwise.h>
 #include <attograd/autograd/tensor_impl.h>
 
@@ -291,14 +293,17 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   const Tensor out2 = with_shape(out, {x2.size(0), O});  // [R, O]
   if (bias.defined()) {
     dispatch_float(x.dtype(), "linear", [&]<class T>() {
-      // One contiguous copy of the bias row, then a memcpy per output row.
+      // One contiguous copy of the bias row, then a memcpy per output row, the rows across the pool.
       const T* pb = storage_base<T>(bias) + bias.offset();
       const int64_t bs = bias.strides()[0];
       T* po = out.data<T>();
       const int64_t R = x2.size(0);
       if (R == 0) return;
       for (int64_t o = 0; o < O; ++o) po[o] = pb[o * bs];
-      for (int64_t r = 1; r < R; ++r) std::copy(po, po + O, po + r * O);
+      parallel_for(R - 1, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(O, 1)),
+                   [&](int64_t first, int64_t last) {
+                     for (int64_t r = first + 1; r <= last; ++r) std::copy(po, po + O, po + r * O);
+                   });
     });
   }
   run_product(x2, false, w2, true, {}, out2, bias.defined() ? 1.0 : 0.0);

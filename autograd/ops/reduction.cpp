@@ -14,8 +14,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/engine.h>
+#include <attograd/autograd/kernels/add.h>
 #include <attograd/autograd/ops/elementwise.h>
 #include <attograd/autograd/ops/shape.h>
 
@@ -88,17 +91,25 @@ bool leading_block(const Tensor& x, const Plan& p) {
   return k > 0 && k < p.reduced.size() && x.is_contiguous();
 }
 
-// Row sums of the [outer, inner] block, accumulated in double.
+// Row sums of the [outer, inner] block, accumulated in double. Each output
+// element is one thread's sum in a fixed order, so the pool splits the
+// outputs (at least kElementwiseGrain elements read per chunk) and the numbers
+// do not depend on the thread count.
 Tensor reduce_sum(const Tensor& x, const Plan& p, std::string_view op) {
   Tensor out = Tensor::empty(p.out_shape, x.dtype());
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(p.inner, 1));
   if (leading_block(x, p)) {
     dispatch_float(x.dtype(), op, [&]<class T>() {
       const T* px = x.data<T>();  // [inner, outer]
-      std::vector<double> acc(p.outer, 0.0);
-      for (int64_t i = 0; i < p.inner; ++i)
-        for (int64_t o = 0; o < p.outer; ++o) acc[o] += px[i * p.outer + o];
       T* po = out.data<T>();
-      for (int64_t o = 0; o < p.outer; ++o) po[o] = static_cast<T>(acc[o]);
+      parallel_for(p.outer, grain, [&](int64_t first, int64_t last) {
+        std::vector<double> acc(last - first, 0.0);
+        for (int64_t i = 0; i < p.inner; ++i) {
+          const T* row = px + i * p.outer + first;
+          for (int64_t o = 0; o < last - first; ++o) acc[o] += row[o];
+        }
+        for (int64_t o = first; o < last; ++o) po[o] = static_cast<T>(acc[o - first]);
+      });
     });
     return out;
   }
@@ -106,11 +117,13 @@ Tensor reduce_sum(const Tensor& x, const Plan& p, std::string_view op) {
   dispatch_float(x.dtype(), op, [&]<class T>() {
     const T* px = b.data<T>();
     T* po = out.data<T>();
-    for (int64_t o = 0; o < p.outer; ++o) {
-      double acc = 0;
-      for (int64_t i = 0; i < p.inner; ++i) acc += px[o * p.inner + i];
-      po[o] = static_cast<T>(acc);
-    }
+    parallel_for(p.outer, grain, [&](int64_t first, int64_t last) {
+      for (int64_t o = first; o < last; ++o) {
+        double acc = 0;
+        for (int64_t i = 0; i < p.inner; ++i) acc += px[o * p.inner + i];
+        po[o] = static_cast<T>(acc);
+      }
+    });
   });
   return out;
 }
