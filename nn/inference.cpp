@@ -25,7 +25,7 @@ namespace attograd {
 // W [O_i, I] stacked along O for the packed q | k | v), also transposed, and b [O].
 struct LeanLinear {
   Tensor w;   // [O, I], the graph's operand
-  Tensor wt;  // [I, O] = Wᵀ; undefined in the encoder, which multiplies by W only
+  Tensor wt;  // [I, O] = Wᵀ
   Tensor b;   // [O], undefined without biases
 };
 
@@ -70,16 +70,16 @@ bool on_xsmm(int64_t M, int64_t N, int64_t K, bool trans_b, T alpha, T beta) {
 
 // out [rows, O] = x [rows, I] · Wᵀ + b, as linear() computes it: the bias
 // copied into every row first, then one GEMM adds the product (beta = 1).
-// Where libxsmm runs it and wt is kept, the GEMM reads Wᵀ untransposed;
-// elsewhere it takes the graph's operand W, which OpenBLAS packs either way,
-// so there the bits stay the graph's.
+// Where libxsmm runs it, the GEMM reads Wᵀ untransposed (wt); elsewhere it
+// takes the graph's operand W, which OpenBLAS packs either way, so there the
+// bits stay the graph's.
 template <class T>
 void linear_rows(T* out, const T* x, int64_t rows, const LeanLinear& l) {
   const int64_t O = l.w.size(0), I = l.w.size(1);
   const T beta = l.b.defined() ? T(1) : T(0);
   if (const T* pb = ptr<T>(l.b))
     for (int64_t r = 0; r < rows; ++r) std::copy(pb, pb + O, out + r * O);
-  if (l.wt.defined() && on_xsmm<T>(rows, O, I, false, T(1), beta))
+  if (on_xsmm<T>(rows, O, I, false, T(1), beta))
     gemm<T>(out, x, l.wt.data<T>(), rows, O, I, false, false, I, O, O, T(1), beta);
   else
     gemm<T>(out, x, l.w.data<T>(), rows, O, I, false, true, I, I, O, T(1), beta);
@@ -89,6 +89,39 @@ void linear_rows(T* out, const T* x, int64_t rows, const LeanLinear& l) {
 template <class T>
 void add_into(T* x, const T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] + y[i];
+}
+
+// The items [first, first + n) one pool task takes: batch rows through a
+// whole step, or a pack's weights.
+struct Rows {
+  int64_t first = 0, n = 0;
+};
+
+// A step's rows never meet (each row attends to its own cache rows only), so
+// the step is cut into blocks of at most this many rows, as even as the cut
+// allows, and each block runs every layer for its rows as one task on the
+// pool: the pool joins once per step instead of once per product. Inside a
+// task the products, heads and layer-norm rows run inline (nested loops do).
+// The cut depends on B only, never on the thread count, so the products'
+// shapes, and with them the numbers, are the same on any number of threads.
+constexpr int64_t kRowsPerTask = 32;
+
+// f(block) for every block of [0, n) (blocks of at most per_task items, as
+// even as the cut allows), grad mode off in every task (it is per thread).
+// The pool's threads claim the blocks one at a time, so a thread that is
+// descheduled holds up one block, not a fixed share. A single block runs
+// inline, its loops on the pool as usual.
+template <class F>
+void for_blocks(int64_t n, int64_t per_task, const F& f) {
+  const int64_t blocks = block_count(n, per_task);
+  std::atomic<int64_t> next{0};
+  parallel_for(std::min<int64_t>(blocks, num_threads()), 1, [&](int64_t, int64_t) {
+    NoGradGuard no_grad;
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+      const int64_t lo = i * n / blocks, hi = (i + 1) * n / blocks;
+      f(Rows{lo, hi - lo});
+    }
+  });
 }
 
 // dst [cols, rows] (rows ldd apart) = src [rows, cols]ᵀ, in tiles that stay in cache.
@@ -102,17 +135,16 @@ void transpose_into(T* dst, int64_t ldd, const T* src, int64_t rows, int64_t col
 }
 
 // The weights W [O_i, I] of `parts` stacked along O into w [ΣO_i, I] (one
-// part: its own weight, shared), their biases into b, and with `transpose`
-// the stack transposed into wt.
-LeanLinear stacked(std::initializer_list<const Linear*> parts, bool transpose) {
+// part: its own weight, shared), room for Wᵀ in wt (filled by
+// transpose_weights); their biases into b.
+LeanLinear transposed(std::initializer_list<const Linear*> parts) {
   NoGradGuard no_grad;
   const Linear& first = **parts.begin();
   int64_t O = 0;
   for (const Linear* l : parts) O += l->out_features;
   const DType dt = first.weight.dtype();
   LeanLinear t{parts.size() == 1 ? first.weight : Tensor::empty({O, first.in_features}, dt),
-               transpose ? Tensor::empty({first.in_features, O}, dt) : Tensor(),
-               parts.size() == 1 ? first.bias : Tensor()};
+               Tensor::empty({first.in_features, O}, dt), parts.size() == 1 ? first.bias : Tensor()};
   if (parts.size() > 1 && first.bias.defined()) t.b = Tensor::empty({O}, dt);
   int64_t at = 0;
   for (const Linear* l : parts) {
@@ -120,40 +152,59 @@ LeanLinear stacked(std::initializer_list<const Linear*> parts, bool transpose) {
       t.w.narrow(0, at, l->out_features).copy_(l->weight);
       if (t.b.defined()) t.b.narrow(0, at, l->out_features).copy_(l->bias);
     }
-    if (transpose)
-      dispatch_float(dt, "lean decode", [&]<class T>() {
-        transpose_into(t.wt.data<T>() + at, O, l->weight.data<T>(), l->out_features, l->in_features);
-      });
     at += l->out_features;
   }
   return t;
 }
 
-// A layer's self-attention and feed-forward weights; `transpose`: also Wᵀ (the decoding step's).
-LeanLayer block_weights(const MultiHeadAttention& m, const FeedForward& ff, bool transpose) {
-  return {.qkv = stacked({m.q_proj.get(), m.k_proj.get(), m.v_proj.get()}, transpose),
-          .out = stacked({m.out_proj.get()}, transpose),
-          .ff1 = stacked({ff.linear1.get()}, transpose),
-          .ff2 = stacked({ff.linear2.get()}, transpose)};
+LeanLayer self_attention_weights(const MultiHeadAttention& m) {
+  return {.qkv = transposed({m.q_proj.get(), m.k_proj.get(), m.v_proj.get()}), .out = transposed({m.out_proj.get()})};
+}
+
+void feed_forward_weights(LeanLayer& l, const FeedForward& ff) {
+  l.ff1 = transposed({ff.linear1.get()});
+  l.ff2 = transposed({ff.linear2.get()});
+}
+
+// wt = wᵀ for every weight of s, one weight per pool task (a 64×32 decode of
+// the base model transposes 1.8 M floats on its first step).
+void transpose_weights(LeanState& s) {
+  std::vector<const LeanLinear*> all{&s.head};
+  for (const LeanLayer& l : s.layers)
+    for (const LeanLinear* x : {&l.qkv, &l.out, &l.cross_q, &l.cross_out, &l.ff1, &l.ff2})
+      if (x->w.defined()) all.push_back(x);
+  for_blocks(static_cast<int64_t>(all.size()), 1, [&](Rows r) {
+    const LeanLinear& x = *all[r.first];
+    dispatch_float(x.w.dtype(), "lean decode", [&]<class T>() {
+      transpose_into(x.wt.data<T>(), x.w.size(0), x.w.data<T>(), x.w.size(0), x.w.size(1));
+    });
+  });
 }
 
 // The seq2seq decoder's weights, transposed.
 void pack_weights(LeanState& s, const Seq2SeqTransformer& model) {
   s.layers.clear();
   for (const auto& dl : *model.decoder->layers) {
-    LeanLayer l = block_weights(*dl->self_attn, *dl->ff, true);
-    l.cross_q = stacked({dl->cross_attn->q_proj.get()}, true);
-    l.cross_out = stacked({dl->cross_attn->out_proj.get()}, true);
+    LeanLayer l = self_attention_weights(*dl->self_attn);
+    l.cross_q = transposed({dl->cross_attn->q_proj.get()});
+    l.cross_out = transposed({dl->cross_attn->out_proj.get()});
+    feed_forward_weights(l, *dl->ff);
     s.layers.push_back(std::move(l));
   }
-  s.head = stacked({model.generator.get()}, true);
+  s.head = transposed({model.generator.get()});
+  transpose_weights(s);
 }
 
 // The GPT's weights, transposed.
 void pack_weights(LeanState& s, const GPT& model) {
   s.layers.clear();
-  for (const auto& blk : *model.blocks) s.layers.push_back(block_weights(*blk->attn, *blk->mlp, true));
-  s.head = stacked({model.lm_head.get()}, true);
+  for (const auto& blk : *model.blocks) {
+    LeanLayer l = self_attention_weights(*blk->attn);
+    feed_forward_weights(l, *blk->mlp);
+    s.layers.push_back(std::move(l));
+  }
+  s.head = transposed({model.lm_head.get()});
+  transpose_weights(s);
 }
 
 // Buffers for B rows; weights packed on the first call.
@@ -163,7 +214,7 @@ LeanState& state_for(KVCache& cache, const Model& model, int64_t B, int64_t E, i
   LeanState& s = *cache.lean;
   if (s.layers.empty() || s.dtype != dtype) pack_weights(s, model);
   if (s.rows != B || s.dtype != dtype) {
-    const int64_t W = s.layers[0].qkv.w.size(0);
+    const int64_t W = s.layers[0].qkv.wt.size(1);
     s.stream = Tensor::empty({B, E}, dtype);
     s.qkv = Tensor::empty({B, W}, dtype);
     s.heads = Tensor::empty({B, E}, dtype);
@@ -187,44 +238,6 @@ struct PaddingRows {
 PaddingRows padding_rows(const Tensor& kpm) {
   if (!kpm.defined()) return {};
   return {kpm.data<bool>(), kpm.strides()[0], kpm.strides()[1]};
-}
-
-// The batch rows [first, first + n) one pool task takes through a whole step.
-struct Rows {
-  int64_t first = 0, n = 0;
-};
-
-// A step's rows never meet (each row attends to its own cache rows only), so
-// the step is cut into blocks of at most this many rows, as even as the cut
-// allows, and each block runs every layer for its rows as one task on the
-// pool: the pool joins once per step instead of once per product. Inside a
-// task the products, heads and layer-norm rows run inline (nested loops do).
-// The cut depends on B only, never on the thread count, so the products'
-// shapes, and with them the numbers, are the same on any number of threads.
-constexpr int64_t kRowsPerTask = 32;
-
-// The encoder's sequences never meet either: it is cut into blocks of whole
-// sequences of at most this many rows (B·S = 2048 rows: four blocks of 512,
-// the pieces the GEMM layer cuts such products into), each block one task
-// running every layer, its products inline.
-constexpr int64_t kEncoderRowsPerTask = 512;
-
-// f(rows) for every block of the rows [0, B) (blocks of at most per_task rows,
-// as even as the cut allows), grad mode off in every task (it is per thread).
-// The pool's threads claim the blocks one at a time, so a thread that is
-// descheduled holds up one block, not a fixed share. A single block runs
-// inline, its loops on the pool as usual.
-template <class F>
-void for_row_tasks(int64_t B, int64_t per_task, const F& f) {
-  const int64_t blocks = block_count(B, per_task);
-  std::atomic<int64_t> next{0};
-  parallel_for(std::min<int64_t>(blocks, num_threads()), 1, [&](int64_t, int64_t) {
-    NoGradGuard no_grad;
-    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
-      const int64_t lo = i * B / blocks, hi = (i + 1) * B / blocks;
-      f(Rows{lo, hi - lo});
-    }
-  });
 }
 
 // Room for t more columns of every head's scores (the buffer only grows).
@@ -288,7 +301,7 @@ void attend(LeanState& s, const MultiHeadAttention& m, const T* q, int64_t ldq, 
 template <class T>
 void self_attention(LeanState& s, const LeanLayer& w, const MultiHeadAttention& m, const T* in, T* x,
                     AttentionCache& c, int64_t t, Rows rows) {
-  const int64_t E = m.embed_dim, G = m.num_kv_heads, D = m.head_dim, W = w.qkv.w.size(0);
+  const int64_t E = m.embed_dim, G = m.num_kv_heads, D = m.head_dim, W = w.qkv.wt.size(1);
   if (s.qkv.size(1) != W) fail<ShapeError>("lean decode", "packed q|k|v width {} differs from the buffer's {}", W, s.qkv.size(1));
   T* qkv = s.qkv.data<T>();
   linear_rows(qkv + rows.first * W, in, rows.n, w.qkv);  // [n, W] = q | k | v
@@ -373,84 +386,22 @@ Tensor decoder_layer(LeanState& s, size_t i, const TransformerDecoderLayer& l, T
   return norm(*l.norm3, x);
 }
 
-// x [n, E] = table[ids] · scale + pos[start + r % period] for each row r: the
-// embedding, its scaling (skipped for scale 1) and the position row (a step's
-// rows share one position, period 1; the encoder's [B·S] rows take s, period S).
+// x [B, E] = table[ids] · scale + pos[start]: the embedding, its scaling (skipped for scale 1) and the position row.
 template <class T>
-void embed(T* x, std::span<const int64_t> ids, const Tensor& table, double scale, const Tensor& pos, int64_t start,
-           int64_t period) {
+void embed(T* x, std::span<const int64_t> ids, const Tensor& table, double scale, const Tensor& pos, int64_t start) {
   const int64_t V = table.size(0), E = table.size(1);
   const T* w = table.data<T>();
   const T* p = pos.data<T>() + start * E;
-  for (size_t r = 0; r < ids.size(); ++r) {
-    if (ids[r] < 0 || ids[r] >= V)
+  for (size_t b = 0; b < ids.size(); ++b) {
+    if (ids[b] < 0 || ids[b] >= V)
       fail<IndexError>("lean decode", "id {} (row {}) is out of range for the embedding [{}, {}]; hint: is the "
-                       "vocabulary size right?", ids[r], r, V, E);
-    std::copy(w + ids[r] * E, w + ids[r] * E + E, x + r * E);
+                       "vocabulary size right?", ids[b], b, V, E);
+    std::copy(w + ids[b] * E, w + ids[b] * E + E, x + b * E);
   }
   const int64_t n = static_cast<int64_t>(ids.size()) * E;
   if (scale != 1.0)
     for (int64_t i = 0; i < n; ++i) x[i] = x[i] * static_cast<T>(scale);
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] + p[(i / E) % period * E + i % E];
-}
-
-// heads [·, H·D] = per (b, h): softmax(scale · Q_h K_gᵀ, padding -∞) V_g over
-// the S rows of each sequence b of `seqs`, with Q, K, V the packed q | k | v
-// [B·S, W], as the attention op computes each head (the same GEMMs, mask rule
-// and row kernel; only the leading dimension W differs).
-template <class T>
-void attend_sequences(LeanState& s, const MultiHeadAttention& m, int64_t S, const PaddingRows& pad, Rows seqs) {
-  const int64_t H = m.num_heads, G = m.num_kv_heads, D = m.head_dim, R = H / G, E = H * D, W = s.qkv.size(1);
-  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));  // the attention op's default
-  const T* qkv = s.qkv.data<T>();
-  T* heads = s.heads.data<T>();
-  parallel_for(seqs.n * H, 1, [&](int64_t first, int64_t last) {
-    std::vector<T> p(S * S);  // P [S, S] of one head
-    for (int64_t bh = first; bh < last; ++bh) {
-      const int64_t b = seqs.first + bh / H, h = bh % H, g = h / R;
-      const T* rows = qkv + b * S * W;
-      gemm<T>(p.data(), rows + h * D, rows + E + g * D, S, S, D, false, true, W, W, S, scale, T(0));
-      for (int64_t i = 0; i < S; ++i) {
-        T* row = p.data() + i * S;
-        if (pad.data)
-          for (int64_t k = 0; k < S; ++k) if (pad.at(b, k)) row[k] = -INFINITY;
-        softmax_row(row, row, S);
-      }
-      gemm<T>(heads + b * S * E + h * D, p.data(), rows + E + G * D + g * D, S, D, S, false, false, S, W, E, T(1), T(0));
-    }
-  });
-}
-
-// x += SelfAttn(in) over the sequences of `seqs` (in, x: their [n·S, E] rows):
-// the packed projection, attention, out_proj.
-template <class T>
-void encoder_self_attention(LeanState& s, const LeanLayer& w, const MultiHeadAttention& m, const T* in, T* x,
-                            int64_t S, const PaddingRows& pad, Rows seqs) {
-  const int64_t first = seqs.first * S, n = seqs.n * S, E = m.embed_dim, W = s.qkv.size(1);
-  linear_rows(s.qkv.data<T>() + first * W, in, n, w.qkv);
-  attend_sequences<T>(s, m, S, pad, seqs);
-  T* proj = s.proj.data<T>() + first * E;
-  linear_rows(proj, s.heads.data<T>() + first * E, n, w.out);
-  add_into(x, proj, n * E);
-}
-
-// One encoder layer on the stream x [n·S, E] of the sequences of `seqs` (pre-LN
-// or post-LN, as TransformerEncoderLayer::forward).
-template <class T>
-Tensor encoder_layer(LeanState& s, const LeanLayer& w, const TransformerEncoderLayer& l, Tensor x, int64_t S,
-                     const PaddingRows& pad, Rows seqs) {
-  const Rows rows{seqs.first * S, seqs.n * S};
-  if (l.pre_ln) {
-    // h = x + SA(LN1(x));  h + FF(LN2(h))
-    encoder_self_attention<T>(s, w, *l.self_attn, norm(*l.norm1, x).data<T>(), x.data<T>(), S, pad, seqs);
-    feed_forward<T>(s, w, *l.ff, norm(*l.norm2, x).data<T>(), x.data<T>(), rows);
-    return x;
-  }
-  // h = LN1(x + SA(x));  LN2(h + FF(h)), input and stream one buffer (see decoder_layer)
-  encoder_self_attention<T>(s, w, *l.self_attn, x.data<T>(), x.data<T>(), S, pad, seqs);
-  x = norm(*l.norm1, x);
-  feed_forward<T>(s, w, *l.ff, x.data<T>(), x.data<T>(), rows);
-  return norm(*l.norm2, x);
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] + p[i % E];
 }
 
 bool weights_are_float(const Module& m) {
@@ -488,14 +439,14 @@ Tensor lean_decode_step(Seq2SeqTransformer& model, std::span<const int64_t> ids,
   const auto& layers = *model.decoder->layers;
   return dispatch_float(dt, "lean decode", [&]<class T>() {
     embed<T>(s.stream.data<T>(), ids, model.tgt_embed->weight, std::sqrt(static_cast<double>(c.d_model)),
-             model.pos->table, cache.length(), 1);
+             model.pos->table, cache.length());
     int64_t t = 0;
     for (size_t i = 0; i < layers.size(); ++i) {
       t = reserve_step_row(s, *layers[i].self_attn, cache.self_attn[i]);
       fill_cross_cache(s, *layers[i].cross_attn, memory, kpm, cache.cross_attn[i]);
     }
     const PaddingRows pad = padding_rows(kpm);
-    for_row_tasks(B, kRowsPerTask, [&](Rows rows) {
+    for_blocks(B, kRowsPerTask, [&](Rows rows) {
       Tensor x = s.stream.narrow(0, rows.first, rows.n);
       for (size_t i = 0; i < layers.size(); ++i) x = decoder_layer<T>(s, i, layers[i], x, t, pad, cache, rows);
       if (model.decoder->norm) x = norm(*model.decoder->norm, x);
@@ -514,10 +465,10 @@ Tensor lean_gpt_step(GPT& model, std::span<const int64_t> ids, KVCache& cache) {
   NoGradGuard no_grad;
   const auto& blocks = *model.blocks;
   return dispatch_float(dt, "lean decode", [&]<class T>() {
-    embed<T>(s.stream.data<T>(), ids, model.tok_embed->weight, 1.0, model.pos->table, cache.length(), 1);
+    embed<T>(s.stream.data<T>(), ids, model.tok_embed->weight, 1.0, model.pos->table, cache.length());
     int64_t t = 0;
     for (size_t i = 0; i < blocks.size(); ++i) t = reserve_step_row(s, *blocks[i].attn, cache.self_attn[i]);
-    for_row_tasks(B, kRowsPerTask, [&](Rows rows) {
+    for_blocks(B, kRowsPerTask, [&](Rows rows) {
       Tensor x = s.stream.narrow(0, rows.first, rows.n);
       for (size_t i = 0; i < blocks.size(); ++i) {
         // x = x + SA(LN1(x));  x = x + MLP(LN2(x))
@@ -531,48 +482,6 @@ Tensor lean_gpt_step(GPT& model, std::span<const int64_t> ids, KVCache& cache) {
     });
     for (auto& sc : cache.self_attn) sc.length += 1;
     return s.logits;
-  });
-}
-
-bool lean_encode_applies(const Seq2SeqTransformer& model, const Tensor& src, const Tensor& kpm) {
-  if (GradMode::enabled() || model.is_training() || src.dim() != 2 || src.dtype() != DType::i64) return false;
-  if (src.size(1) > model.pos->max_len || model.encoder->layers->size() == 0) return false;
-  if (kpm.defined() && (kpm.dim() != 2 || kpm.dtype() != DType::b8 || kpm.size(0) != src.size(0) ||
-                        kpm.size(1) != src.size(1)))
-    return false;
-  for (const auto& l : *model.encoder->layers)
-    if (!no_observer(*l->self_attn)) return false;
-  return weights_are_float(model);
-}
-
-Tensor lean_encode(Seq2SeqTransformer& model, const Tensor& src, const Tensor& kpm) {
-  const TransformerConfig& c = model.config;
-  const int64_t B = src.size(0), S = src.size(1), N = B * S, E = c.d_model;
-  const DType dt = model.src_embed->weight.dtype();
-  NoGradGuard no_grad;
-  LeanState s;
-  for (const auto& l : *model.encoder->layers) s.layers.push_back(block_weights(*l->self_attn, *l->ff, false));
-  s.rows = N;
-  s.dtype = dt;
-  s.qkv = Tensor::empty({N, s.layers[0].qkv.w.size(0)}, dt);
-  s.heads = Tensor::empty({N, E}, dt);
-  s.proj = Tensor::empty({N, E}, dt);
-  s.hidden = Tensor::empty({N, c.d_ff}, dt);
-  const Tensor ids = src.contiguous();
-  const PaddingRows pad = padding_rows(kpm);
-  const auto& layers = *model.encoder->layers;
-  return dispatch_float(dt, "lean encode", [&]<class T>() {
-    Tensor memory = Tensor::empty({N, E}, dt);
-    embed<T>(memory.data<T>(), std::span<const int64_t>(ids.data<int64_t>(), N), model.src_embed->weight,
-             std::sqrt(static_cast<double>(E)), model.pos->table, 0, S);
-    for_row_tasks(B, std::max<int64_t>(1, kEncoderRowsPerTask / S), [&](Rows seqs) {
-      Tensor x = memory.narrow(0, seqs.first * S, seqs.n * S);
-      for (size_t i = 0; i < layers.size(); ++i) x = encoder_layer<T>(s, s.layers[i], layers[i], x, S, pad, seqs);
-      if (model.encoder->norm) x = norm(*model.encoder->norm, x);
-      if (x.data<T>() != memory.data<T>() + seqs.first * S * E)
-        memory.narrow(0, seqs.first * S, seqs.n * S).copy_(x);
-    });
-    return memory.reshape({B, S, E});
   });
 }
 

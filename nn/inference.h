@@ -1,12 +1,10 @@
 // The lean inference path: one decoding step (one new token per row) of a
 // Seq2SeqTransformer's decoder or of a GPT, with the KV cache and without
-// the autograd graph, and the seq2seq encoder's forward likewise (see
-// lean_encode at the end). Seq2SeqTransformer::encode / decode and
-// GPT::forward take them by themselves when they apply (grad mode off, eval
-// mode, one new token per row and a cache for the step, no attention
-// observer); greedy_decode, beam_search and the LM's sampling therefore use
-// them. The graph forward stays the reference: the tests hold the lean
-// encoder's memory, the lean step's logits and decoded tokens to it.
+// the autograd graph. Seq2SeqTransformer::decode and GPT::forward take it by
+// themselves when it applies (grad mode off, eval mode, one new token per row,
+// a cache, no attention observer); greedy_decode, beam_search and the LM's
+// sampling therefore use it. The graph forward stays the reference: the tests
+// hold the lean step's logits and decoded tokens to it.
 //
 // Shape legend: B rows (batch, or live beams), E = d_model, F = d_ff, H query
 // heads, G K/V heads, D = E / H head width, R = H / G, t tokens cached so far
@@ -74,24 +72,5 @@ Tensor lean_decode_step(Seq2SeqTransformer& model, std::span<const int64_t> ids,
 
 // One cached step of GPT::forward: ids [B] -> logits [B, V] (valid as above).
 Tensor lean_gpt_step(GPT& model, std::span<const int64_t> ids, KVCache& cache);
-
-// True when Seq2SeqTransformer::encode may take the lean encoder: grad mode
-// off, eval mode, src i64 [B, S] within the positional table, the padding
-// mask (if any) b8 [B, S], at least one encoder layer, no attention observer
-// on the encoder, float weights. Anything else takes the graph.
-bool lean_encode_applies(const Seq2SeqTransformer& model, const Tensor& src, const Tensor& src_key_padding_mask);
-
-// Seq2SeqTransformer::encode without the graph: src [B, S] -> memory [B, S, E]
-// (a fresh tensor). The sequences are cut into blocks of at most 512 rows
-// (by B and S alone), each block one pool task running every layer with its
-// products inline: one join per encode instead of one per op and product.
-// Per layer and block: one packed q | k | v product (the stacked weights of
-// the decoding step, without its transposed copy), each head's scores and
-// values as the attention op takes them (its GEMMs, -∞ padding, softmax_row),
-// out_proj and the feed-forward block, the residual adds in place; the layer
-// norms and the activation are the ops. Same bits as the graph on the naive
-// GEMM; to float rounding where a library rounds the packed product's shape
-// differently.
-Tensor lean_encode(Seq2SeqTransformer& model, const Tensor& src, const Tensor& src_key_padding_mask);
 
 }  // namespace attograd

@@ -275,7 +275,6 @@ Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c, Generator& ge
 }
 
 Tensor Seq2SeqTransformer::encode(const Tensor& src, const Tensor& kpm) {
-  if (lean_encode_applies(*this, src, kpm)) return lean_encode(*this, src, kpm);
   // x = Drop(Embed(src) · √E + PE)      src [B, S] -> x [B, S, E]
   const double scale = std::sqrt(static_cast<double>(config.d_model));
   Tensor x = embed_dropout->forward(pos->forward(src_embed->forward(src) * scale));
