@@ -6,6 +6,7 @@
 #include <attograd/nn/inference.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <optional>
 
@@ -90,6 +91,39 @@ void add_into(T* x, const T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] + y[i];
 }
 
+// The items [first, first + n) one pool task takes: batch rows through a
+// whole step, or a pack's weights.
+struct Rows {
+  int64_t first = 0, n = 0;
+};
+
+// A step's rows never meet (each row attends to its own cache rows only), so
+// the step is cut into blocks of at most this many rows, as even as the cut
+// allows, and each block runs every layer for its rows as one task on the
+// pool: the pool joins once per step instead of once per product. Inside a
+// task the products, heads and layer-norm rows run inline (nested loops do).
+// The cut depends on B only, never on the thread count, so the products'
+// shapes, and with them the numbers, are the same on any number of threads.
+constexpr int64_t kRowsPerTask = 32;
+
+// f(block) for every block of [0, n) (blocks of at most per_task items, as
+// even as the cut allows), grad mode off in every task (it is per thread).
+// The pool's threads claim the blocks one at a time, so a thread that is
+// descheduled holds up one block, not a fixed share. A single block runs
+// inline, its loops on the pool as usual.
+template <class F>
+void for_blocks(int64_t n, int64_t per_task, const F& f) {
+  const int64_t blocks = block_count(n, per_task);
+  std::atomic<int64_t> next{0};
+  parallel_for(std::min<int64_t>(blocks, num_threads()), 1, [&](int64_t, int64_t) {
+    NoGradGuard no_grad;
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+      const int64_t lo = i * n / blocks, hi = (i + 1) * n / blocks;
+      f(Rows{lo, hi - lo});
+    }
+  });
+}
+
 // dst [cols, rows] (rows ldd apart) = src [rows, cols]ᵀ, in tiles that stay in cache.
 template <class T>
 void transpose_into(T* dst, int64_t ldd, const T* src, int64_t rows, int64_t cols) {
@@ -101,7 +135,8 @@ void transpose_into(T* dst, int64_t ldd, const T* src, int64_t rows, int64_t col
 }
 
 // The weights W [O_i, I] of `parts` stacked along O into w [ΣO_i, I] (one
-// part: its own weight, shared) and transposed into wt; their biases into b.
+// part: its own weight, shared), room for Wᵀ in wt (filled by
+// transpose_weights); their biases into b.
 LeanLinear transposed(std::initializer_list<const Linear*> parts) {
   NoGradGuard no_grad;
   const Linear& first = **parts.begin();
@@ -117,9 +152,6 @@ LeanLinear transposed(std::initializer_list<const Linear*> parts) {
       t.w.narrow(0, at, l->out_features).copy_(l->weight);
       if (t.b.defined()) t.b.narrow(0, at, l->out_features).copy_(l->bias);
     }
-    dispatch_float(dt, "lean decode", [&]<class T>() {
-      transpose_into(t.wt.data<T>() + at, O, l->weight.data<T>(), l->out_features, l->in_features);
-    });
     at += l->out_features;
   }
   return t;
@@ -134,6 +166,21 @@ void feed_forward_weights(LeanLayer& l, const FeedForward& ff) {
   l.ff2 = transposed({ff.linear2.get()});
 }
 
+// wt = wᵀ for every weight of s, one weight per pool task (a 64×32 decode of
+// the base model transposes 1.8 M floats on its first step).
+void transpose_weights(LeanState& s) {
+  std::vector<const LeanLinear*> all{&s.head};
+  for (const LeanLayer& l : s.layers)
+    for (const LeanLinear* x : {&l.qkv, &l.out, &l.cross_q, &l.cross_out, &l.ff1, &l.ff2})
+      if (x->w.defined()) all.push_back(x);
+  for_blocks(static_cast<int64_t>(all.size()), 1, [&](Rows r) {
+    const LeanLinear& x = *all[r.first];
+    dispatch_float(x.w.dtype(), "lean decode", [&]<class T>() {
+      transpose_into(x.wt.data<T>(), x.w.size(0), x.w.data<T>(), x.w.size(0), x.w.size(1));
+    });
+  });
+}
+
 // The seq2seq decoder's weights, transposed.
 void pack_weights(LeanState& s, const Seq2SeqTransformer& model) {
   s.layers.clear();
@@ -145,6 +192,7 @@ void pack_weights(LeanState& s, const Seq2SeqTransformer& model) {
     s.layers.push_back(std::move(l));
   }
   s.head = transposed({model.generator.get()});
+  transpose_weights(s);
 }
 
 // The GPT's weights, transposed.
@@ -156,6 +204,7 @@ void pack_weights(LeanState& s, const GPT& model) {
     s.layers.push_back(std::move(l));
   }
   s.head = transposed({model.lm_head.get()});
+  transpose_weights(s);
 }
 
 // Buffers for B rows; weights packed on the first call.
@@ -189,35 +238,6 @@ struct PaddingRows {
 PaddingRows padding_rows(const Tensor& kpm) {
   if (!kpm.defined()) return {};
   return {kpm.data<bool>(), kpm.strides()[0], kpm.strides()[1]};
-}
-
-// The batch rows [first, first + n) one pool task takes through a whole step.
-struct Rows {
-  int64_t first = 0, n = 0;
-};
-
-// A step's rows never meet (each row attends to its own cache rows only), so
-// the step is cut into blocks of at most this many rows, as even as the cut
-// allows, and each block runs every layer for its rows as one task on the
-// pool: the pool joins once per step instead of once per product. Inside a
-// task the products, heads and layer-norm rows run inline (nested loops do).
-// The cut depends on B only, never on the thread count, so the products'
-// shapes, and with them the numbers, are the same on any number of threads.
-constexpr int64_t kRowsPerTask = 32;
-
-// f(rows) for every block of the rows [0, B), the blocks across the pool,
-// grad mode off in every task (it is per thread). A single block runs inline,
-// its loops on the pool as usual.
-template <class F>
-void for_row_tasks(int64_t B, const F& f) {
-  const int64_t blocks = block_count(B, kRowsPerTask);
-  parallel_for(blocks, 1, [&](int64_t first, int64_t last) {
-    NoGradGuard no_grad;
-    for (int64_t i = first; i < last; ++i) {
-      const int64_t lo = i * B / blocks, hi = (i + 1) * B / blocks;
-      f(Rows{lo, hi - lo});
-    }
-  });
 }
 
 // Room for t more columns of every head's scores (the buffer only grows).
@@ -426,7 +446,7 @@ Tensor lean_decode_step(Seq2SeqTransformer& model, std::span<const int64_t> ids,
       fill_cross_cache(s, *layers[i].cross_attn, memory, kpm, cache.cross_attn[i]);
     }
     const PaddingRows pad = padding_rows(kpm);
-    for_row_tasks(B, [&](Rows rows) {
+    for_blocks(B, kRowsPerTask, [&](Rows rows) {
       Tensor x = s.stream.narrow(0, rows.first, rows.n);
       for (size_t i = 0; i < layers.size(); ++i) x = decoder_layer<T>(s, i, layers[i], x, t, pad, cache, rows);
       if (model.decoder->norm) x = norm(*model.decoder->norm, x);
@@ -448,7 +468,7 @@ Tensor lean_gpt_step(GPT& model, std::span<const int64_t> ids, KVCache& cache) {
     embed<T>(s.stream.data<T>(), ids, model.tok_embed->weight, 1.0, model.pos->table, cache.length());
     int64_t t = 0;
     for (size_t i = 0; i < blocks.size(); ++i) t = reserve_step_row(s, *blocks[i].attn, cache.self_attn[i]);
-    for_row_tasks(B, [&](Rows rows) {
+    for_blocks(B, kRowsPerTask, [&](Rows rows) {
       Tensor x = s.stream.narrow(0, rows.first, rows.n);
       for (size_t i = 0; i < blocks.size(); ++i) {
         // x = x + SA(LN1(x));  x = x + MLP(LN2(x))
