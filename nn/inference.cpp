@@ -6,7 +6,6 @@
 #include <attograd/nn/inference.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <optional>
 
@@ -108,19 +107,15 @@ constexpr int64_t kRowsPerTask = 32;
 
 // f(block) for every block of [0, n) (blocks of at most per_task items, as
 // even as the cut allows), grad mode off in every task (it is per thread).
-// The pool's threads claim the blocks one at a time, so a thread that is
-// descheduled holds up one block, not a fixed share. A single block runs
-// inline, its loops on the pool as usual.
+// The pool's threads claim the blocks one at a time (threads.h), so a thread
+// that is descheduled holds up one block, not a fixed share. A single block
+// runs inline, its loops on the pool as usual.
 template <class F>
 void for_blocks(int64_t n, int64_t per_task, const F& f) {
   const int64_t blocks = block_count(n, per_task);
-  std::atomic<int64_t> next{0};
-  parallel_for(std::min<int64_t>(blocks, num_threads()), 1, [&](int64_t, int64_t) {
+  parallel_for(blocks, 1, [&](int64_t first, int64_t last) {
     NoGradGuard no_grad;
-    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
-      const int64_t lo = i * n / blocks, hi = (i + 1) * n / blocks;
-      f(Rows{lo, hi - lo});
-    }
+    for (int64_t i = first; i < last; ++i) f(Rows{i * n / blocks, (i + 1) * n / blocks - i * n / blocks});
   });
 }
 

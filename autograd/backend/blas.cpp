@@ -97,10 +97,11 @@ constexpr int64_t kPieceAlign = 32;  // OpenBLAS' AVX-512 register blocking
 
 // out [M, N] in pieces: by rows of op(a) when M >= N, else by columns of
 // op(b); each piece is an ordinary single-threaded BLAS call on sub-matrices
-// (pointer offsets, same leading dims). Each pool thread claims the next
-// unclaimed piece until none is left, so a thread that starts late (a worker
-// waking up, or descheduled on a busy machine) takes fewer pieces instead of
-// holding the others up; which thread runs a piece never changes its numbers.
+// (pointer offsets, same leading dims), one range of the pool's loop. The
+// pool's threads claim the pieces one at a time (threads.h), so a thread that
+// starts late (a worker waking up, or descheduled on a busy machine) takes
+// fewer pieces instead of holding the others up; which thread runs a piece
+// never changes its numbers.
 template <class T, class Kernel>
 void gemm_in_pieces(const Kernel& kernel, T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool ta,
                     bool tb, int64_t lda, int64_t ldb, int64_t ldc, T alpha, T beta) {
@@ -108,9 +109,8 @@ void gemm_in_pieces(const Kernel& kernel, T* out, const T* a, const T* b, int64_
   const int64_t extent = by_rows ? M : N;
   const int64_t piece_len = (extent + kPieces * kPieceAlign - 1) / (kPieces * kPieceAlign) * kPieceAlign;
   const int64_t pieces = block_count(extent, piece_len);
-  std::atomic<int64_t> next{0};
-  parallel_for(std::min<int64_t>(pieces, num_threads()), 1, [&](int64_t, int64_t) {
-    for (int64_t piece; (piece = next.fetch_add(1, std::memory_order_relaxed)) < pieces;) {
+  parallel_for(pieces, 1, [&](int64_t first, int64_t last) {
+    for (int64_t piece = first; piece < last; ++piece) {
       const int64_t lo = piece * piece_len, n = std::min(extent, lo + piece_len) - lo;
       if (by_rows)  // rows lo.. of op(a) and of out
         kernel(out + lo * ldc, ta ? a + lo : a + lo * lda, b, n, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
