@@ -21,7 +21,6 @@
 #include <attograd/autograd/ops/matmul.h>
 
 #include <algorithm>
-#include <functional>
 
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/backend/threads.h>
@@ -274,29 +273,6 @@ Tensor rows_view(const Tensor& t) {
 // linear: x [..., I], w [O, I], bias [O] -> out [..., O] = x @ wᵀ + bias.
 // One GEMM: out [R, O] = x [R, I] @ wᵀ [I, O] (2·R·O·I flops), where out
 // starts as bias in every row and the GEMM adds to it (beta = 1).
-namespace {
-
-using Task = std::function<void()>;
-
-// Runs a and b (either may be empty), two independent products of a
-// backward. On a pool of two threads they run side by side, one task each
-// (the pieces each GEMM is cut into then run inline, in the same cut, so the
-// numbers do not change): two whole products keep both threads busy with
-// fewer joins and packings than each product split in two. With more
-// threads each product is split across all of them in turn.
-void both_products(const Task& a, const Task& b) {
-  if (a && b && num_threads() == 2) {
-    parallel_for(2, 1, [&](int64_t first, int64_t last) {
-      for (int64_t i = first; i < last; ++i) (i == 0 ? a : b)();
-    });
-    return;
-  }
-  if (a) a();
-  if (b) b();
-}
-
-}  // namespace
-
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   if (!x.defined() || !w.defined()) fail<ValueError>("linear", "called with an undefined tensor");
   if (x.dim() == 0 || w.dim() != 2 || x.size(-1) != w.size(1))
@@ -346,12 +322,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                     return;
                   }
                   const Tensor g = operand(rows_view(grad));  // [R, O]
-                  const Tensor gx = dx.needs(0) ? Tensor::empty({g.size(0), sw[1]}, g.dtype()) : Tensor();  // [R, I]
-                  const Tensor gw = dx.needs(1) ? Tensor::empty(sw, g.dtype()) : Tensor();                   // [O, I]
-                  both_products(gx.defined() ? [&] { run_product(g, false, w_, false, {}, gx, 0.0); } : Task(),
-                                gw.defined() ? [&] { run_product(g, true, x_, false, {}, gw, 0.0); } : Task());
-                  if (dx.needs(0)) dx[0] += with_shape(gx, sx);
-                  if (dx.needs(1)) dx[1] += gw;
+                  if (dx.needs(0)) dx[0] += with_shape(product(g, false, w_, false, {}, {g.size(0), sw[1]}), sx);
+                  if (dx.needs(1)) dx[1] += product(g, true, x_, false, {}, sw);
                   if (dx.needs(2)) dx[2] += sum_to(grad, {O});
                 });
 }
