@@ -537,6 +537,51 @@ TEST(Attention, NonContiguousInputsMatchContiguous) {
   EXPECT_TRUE(r.ok) << r.summary();
 }
 
+// The gradients the fused op sends to its inputs (watched as they leave the
+// node: a leaf's .grad is its own contiguous copy).
+struct SentGradients : BackwardObserver {
+  std::vector<Tensor> sent;
+  void before(const Node&, const Tensor&) override {}
+  void after(const Node& node, const Tensor&, const std::vector<Tensor>& input_grads) override {
+    if (node.name == "scaled_dot_product_attention") sent = input_grads;
+  }
+};
+
+// dQ, dK, dV leave the op laid out like split-heads inputs ([B, T, H, D] data
+// viewed as [B, H, T, D]), so the head split's transpose and reshape pass
+// them on as views; contiguous inputs get contiguous gradients. The values
+// are those the contiguous inputs get.
+TEST(Attention, GradientsTakeTheSplitHeadsLayoutOfTheirInputs) {
+  Generator gen(14);
+  const int64_t B = 2, H = 4, G = 2, T = 5, S = 6, D = 3;
+  Tensor q = Tensor::randn({B, T, H, D}, gen, DType::f64).transpose(1, 2).detach().requires_grad_();
+  Tensor k = Tensor::randn({B, S, G, D}, gen, DType::f64).transpose(1, 2).detach().requires_grad_();
+  Tensor v = Tensor::randn({B, S, G, D}, gen, DType::f64).transpose(1, 2).detach().requires_grad_();
+  AttentionOptions o;
+  o.is_causal = true;
+  SentGradients split;
+  Outcome f;
+  {
+    BackwardObserverGuard watch(&split);
+    f = run(kFused, q, k, v, o);
+  }
+  ASSERT_EQ(split.sent.size(), 4u);
+  EXPECT_EQ(split.sent[0].strides(), q.strides());
+  EXPECT_EQ(split.sent[1].strides(), k.strides());
+  EXPECT_EQ(split.sent[2].strides(), v.strides());
+  Tensor qc = q.contiguous().detach().requires_grad_(), kc = k.contiguous().detach().requires_grad_();
+  Tensor vc = v.contiguous().detach().requires_grad_();
+  SentGradients contiguous;
+  Outcome c;
+  {
+    BackwardObserverGuard watch(&contiguous);
+    c = run(kFused, qc, kc, vc, o);
+  }
+  ASSERT_EQ(contiguous.sent.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(contiguous.sent[i].is_contiguous()) << "input " << i;
+  expect_agree(f, c, 0, 0);
+}
+
 TEST(Attention, ExpandedAndCacheViewsMatchComposite) {
   Generator gen(13);
   // k, v shared by every head (stride 0 on H), and a KV cache: rows [0, S) of
