@@ -21,11 +21,49 @@ std::string shape_str(const Shape& s) {
   return out + "]";
 }
 
-int64_t shape_numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
+std::optional<int64_t> try_mul(int64_t a, int64_t b) {
+  int64_t out;
+  if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
+  return out;
+}
+
+std::optional<int64_t> try_numel(const Shape& s) {
+  if (std::find(s.begin(), s.end(), 0) != s.end()) return 0;  // [0, 2^62, 2^62] holds nothing
+  std::optional<int64_t> n = 1;
+  for (int64_t d : s)
+    if (!(n = try_mul(*n, d))) return std::nullopt;
   return n;
 }
+
+std::optional<int64_t> try_nbytes(const Shape& s, DType dtype) {
+  const std::optional<int64_t> n = try_numel(s);
+  return n ? try_mul(*n, static_cast<int64_t>(dtype_size(dtype))) : std::nullopt;
+}
+
+int64_t checked_mul(int64_t a, int64_t b, std::string_view op, std::string_view what) {
+  if (const auto out = try_mul(a, b)) return *out;
+  fail<ShapeError>(op, "{} overflows int64 ({} x {}); hint: the sizes are corrupt or far too large", what, a, b);
+}
+
+int64_t checked_add(int64_t a, int64_t b, std::string_view op, std::string_view what) {
+  int64_t out;
+  if (!__builtin_add_overflow(a, b, &out)) return out;
+  fail<ShapeError>(op, "{} overflows int64 ({} + {}); hint: the sizes are corrupt or far too large", what, a, b);
+}
+
+int64_t checked_numel(const Shape& s, std::string_view op, std::string_view what) {
+  if (const auto n = try_numel(s)) return *n;
+  fail<ShapeError>(op, "the element count of {} shape {} overflows int64; hint: the sizes are corrupt or far too "
+                   "large", what, shape_str(s));
+}
+
+int64_t checked_nbytes(const Shape& s, DType dtype, std::string_view op, std::string_view what) {
+  if (const auto n = try_nbytes(s, dtype)) return *n;
+  fail<ShapeError>(op, "{} shape {} of {} needs more than 2^63 bytes; hint: the sizes are corrupt or far too large",
+                   what, shape_str(s), dtype_name(dtype));
+}
+
+int64_t shape_numel(const Shape& s) { return checked_numel(s, "shape_numel", "a"); }
 
 Shape contiguous_strides(const Shape& s) {
   Shape st(s.size());
@@ -125,8 +163,9 @@ Tensor add_values(const Tensor& a, const Tensor& b) {
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
   for (int64_t d : shape)
     if (d < 0) fail<ShapeError>("empty", "negative size in shape {}", shape_str(shape));
+  const int64_t nbytes = checked_nbytes(shape, dtype, "empty", "tensor");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), current_allocator());
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), current_allocator());
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

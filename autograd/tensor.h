@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -208,8 +209,21 @@ class Tensor {
 
 // ---- helpers used by ops --------------------------------------------------
 std::string shape_str(const Shape& s);        // "[2, 3]"
-// Product of the sizes (1 for []).
+// Product of the sizes (1 for []); a product past int64 is a ShapeError.
 int64_t shape_numel(const Shape& s);
+
+// ---- sizes that cannot overflow ------------------------------------------
+// Every element count or byte size computed from a shape, a file or a config
+// goes through these. The try_ forms return nullopt when the result does not
+// fit int64; the checked_ forms throw ShapeError "<op>: <what> ..." instead,
+// naming the tensor or config field.
+std::optional<int64_t> try_mul(int64_t a, int64_t b);
+std::optional<int64_t> try_numel(const Shape& s);
+std::optional<int64_t> try_nbytes(const Shape& s, DType dtype);
+int64_t checked_mul(int64_t a, int64_t b, std::string_view op, std::string_view what);
+int64_t checked_add(int64_t a, int64_t b, std::string_view op, std::string_view what);
+int64_t checked_numel(const Shape& s, std::string_view op, std::string_view what);
+int64_t checked_nbytes(const Shape& s, DType dtype, std::string_view op, std::string_view what);
 // Row-major strides of shape s, in elements.
 Shape contiguous_strides(const Shape& s);
 // Wrap a possibly negative dim into [0, ndim); IndexError names `op`.

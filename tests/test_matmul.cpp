@@ -72,7 +72,7 @@ class CountingAllocator final : public Allocator {
     sizes.push_back(bytes);
     return inner_->allocate(bytes);
   }
-  void deallocate(void* p, size_t bytes) override { inner_->deallocate(p, bytes); }
+  void deallocate(void* p, size_t bytes) noexcept override { inner_->deallocate(p, bytes); }
   size_t bytes_in_use() const override { return inner_->bytes_in_use(); }
   size_t peak_bytes() const override { return inner_->peak_bytes(); }
   std::vector<size_t> sizes;

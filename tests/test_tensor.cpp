@@ -30,7 +30,7 @@ class CountingAllocator final : public Allocator {
     requested += bytes;
     return inner_->allocate(bytes);
   }
-  void deallocate(void* p, size_t bytes) override {
+  void deallocate(void* p, size_t bytes) noexcept override {
     ++deallocations;
     inner_->deallocate(p, bytes);
   }

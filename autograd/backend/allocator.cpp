@@ -1,7 +1,9 @@
 #include <attograd/autograd/backend/allocator.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -12,12 +14,17 @@ namespace {
 
 constexpr size_t kAlign = 64;
 
-size_t round_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+// The block size for a request of `bytes`: a multiple of kAlign, at least
+// one; bad_alloc for a request that rounding would wrap around.
+size_t round_up(size_t bytes) {
+  if (bytes > std::numeric_limits<size_t>::max() - kAlign) throw std::bad_alloc();
+  return (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+}
 
 class SystemAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
-    size_t n = round_up(bytes == 0 ? 1 : bytes);
+    size_t n = round_up(bytes);
     void* p = std::aligned_alloc(kAlign, n);
     if (!p) throw std::bad_alloc();
     size_t now = in_use_ += n;
@@ -25,8 +32,8 @@ class SystemAllocator final : public Allocator {
     while (now > peak && !peak_.compare_exchange_weak(peak, now)) {}
     return p;
   }
-  void deallocate(void* p, size_t bytes) override {
-    in_use_ -= round_up(bytes == 0 ? 1 : bytes);
+  void deallocate(void* p, size_t bytes) noexcept override {
+    in_use_ -= round_up(bytes);
     std::free(p);
   }
   size_t bytes_in_use() const override { return in_use_; }
@@ -41,32 +48,35 @@ class CachingAllocator final : public Allocator {
  public:
   static constexpr size_t kSlack = size_t{64} << 20;
   void* allocate(size_t bytes) override {
-    size_t n = round_up(bytes == 0 ? 1 : bytes);
+    size_t n = round_up(bytes);
     std::lock_guard<std::mutex> lock(mu_);
-    in_use_ += n;
-    if (in_use_ > peak_) peak_ = in_use_;
     auto it = free_.find(n);
+    void* p = nullptr;
     if (it != free_.end() && !it->second.empty()) {
-      void* p = it->second.back();
+      p = it->second.back();
       it->second.pop_back();
       cached_ -= n;
-      return p;
-    }
-    void* p = std::aligned_alloc(kAlign, n);
-    if (!p) {
+    } else if (!(p = std::aligned_alloc(kAlign, n))) {
       release_locked();
-      p = std::aligned_alloc(kAlign, n);
-      if (!p) throw std::bad_alloc();
+      if (!(p = std::aligned_alloc(kAlign, n))) throw std::bad_alloc();
     }
+    in_use_ += n;
+    if (in_use_ > peak_) peak_ = in_use_;
     return p;
   }
-  void deallocate(void* p, size_t bytes) override {
-    size_t n = round_up(bytes == 0 ? 1 : bytes);
+  // Runs inside Storage's destructor, so it never throws: a block the free
+  // list has no room for (out of memory) goes back to the system.
+  void deallocate(void* p, size_t bytes) noexcept override {
+    const size_t n = round_up(bytes);  // cannot throw: allocate() accepted this size
     std::lock_guard<std::mutex> lock(mu_);
     in_use_ -= n;
     if (cached_ + in_use_ + n > 2 * peak_ + kSlack) release_locked();
-    free_[n].push_back(p);
-    cached_ += n;
+    try {
+      free_[n].push_back(p);
+      cached_ += n;
+    } catch (const std::bad_alloc&) {
+      std::free(p);
+    }
   }
   size_t bytes_in_use() const override { return in_use_; }
   size_t peak_bytes() const override { return peak_; }

@@ -17,8 +17,9 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual void* allocate(size_t bytes) = 0;  // 64-byte aligned
-  // Returns a block from allocate(bytes) (the same byte count).
-  virtual void deallocate(void* p, size_t bytes) = 0;
+  // Returns a block from allocate(bytes) (the same byte count). Called from
+  // destructors, so it must not throw.
+  virtual void deallocate(void* p, size_t bytes) noexcept = 0;
   // Bytes currently handed out, and the high-water mark.
   virtual size_t bytes_in_use() const = 0;
   // The most bytes_in_use() has been since the allocator was made.
