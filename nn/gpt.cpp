@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include <attograd/nn/config_sizes.h>
 #include <attograd/nn/init.h>
 
 namespace attograd {
@@ -9,19 +10,37 @@ namespace attograd {
 // ---- config -------------------------------------------------------------------------
 
 void GPTConfig::validate() const {
-  auto positive = [](const char* name, int64_t v) {
-    if (v <= 0) fail<ValueError>("GPTConfig", "{} must be positive, got {}", name, v);
-  };
-  positive("vocab", vocab);
-  positive("context", context);
-  positive("d_model", d_model);
-  positive("heads", heads);
-  positive("d_ff", d_ff);
-  positive("layers", layers);
+  using namespace config_sizes;
+  check_range("GPTConfig", "vocab", vocab, 1, kMaxVocab);
+  check_range("GPTConfig", "context", context, 1, kMaxLength);
+  check_range("GPTConfig", "d_model", d_model, 1, kMaxWidth);
+  check_range("GPTConfig", "heads", heads, 1, d_model);
+  check_range("GPTConfig", "d_ff", d_ff, 1, kMaxFFWidth);
+  check_range("GPTConfig", "layers", layers, 1, kMaxLayers);
   if (d_model % heads != 0)
     fail<ValueError>("GPTConfig", "heads ({}) must divide d_model ({}); hint: try heads = {}", heads, d_model,
                      d_model % 4 == 0 ? 4 : 1);
   if (!(dropout >= 0 && dropout < 1)) fail<ValueError>("GPTConfig", "dropout must be in [0, 1), got {}", dropout);
+  if (!(layer_norm_eps >= 0 && layer_norm_eps <= 1))
+    fail<ValueError>("GPTConfig", "layer_norm_eps must be in [0, 1], got {}", layer_norm_eps);
+}
+
+int64_t GPTConfig::parameter_count() const {
+  using namespace config_sizes;
+  validate();
+  const int64_t block = sum_params({layer_norm_params(d_model), attention_params(d_model, d_model),
+                                    layer_norm_params(d_model), feed_forward_params(d_model, d_ff)},
+                                   "GPTConfig");
+  const int64_t embed = checked_mul(vocab, d_model, "GPTConfig", "vocab x d_model");
+  const int64_t positions_table =
+      positions == PositionalEncoding::Kind::learned ? checked_mul(context, d_model, "GPTConfig", "context x d_model") : 0;
+  return sum_params({embed, positions_table, checked_mul(layers, block, "GPTConfig", "layers x block"),
+                     layer_norm_params(d_model), tie_embeddings ? 0 : linear_params(d_model, vocab, false)},
+                    "GPTConfig");
+}
+
+int64_t GPTConfig::state_numel() const {
+  return config_sizes::sum_params({parameter_count(), tie_embeddings ? vocab * d_model : 0}, "GPTConfig");
 }
 
 nlohmann::json GPTConfig::to_json() const {
@@ -33,14 +52,16 @@ nlohmann::json GPTConfig::to_json() const {
 }
 
 GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
+  using config_sizes::json_int;
   GPTConfig c;
+  if (!j.is_object()) fail<ValueError>("GPTConfig", "bad config JSON: expected an object, got {}", j.type_name());
   try {
-    c.vocab = j.at("vocab").get<int64_t>();
-    c.context = j.at("context").get<int64_t>();
-    c.d_model = j.at("d_model").get<int64_t>();
-    c.heads = j.at("heads").get<int64_t>();
-    c.d_ff = j.at("d_ff").get<int64_t>();
-    c.layers = j.at("layers").get<int64_t>();
+    c.vocab = json_int(j, "vocab", "GPTConfig");
+    c.context = json_int(j, "context", "GPTConfig");
+    c.d_model = json_int(j, "d_model", "GPTConfig");
+    c.heads = json_int(j, "heads", "GPTConfig");
+    c.d_ff = json_int(j, "d_ff", "GPTConfig");
+    c.layers = json_int(j, "layers", "GPTConfig");
     c.dropout = j.at("dropout").get<double>();
     const std::string pos = j.at("positions").get<std::string>();
     if (pos != "learned" && pos != "sinusoidal")

@@ -47,7 +47,14 @@ struct GPTConfig {
   GPTInit init = GPTInit::pytorch;  // the initial weights' scheme (Init in the file comment)
   double layer_norm_eps = 1e-5;  // eps of every LayerNorm; optional in JSON
 
-  void validate() const;  // ValueError naming the bad field
+  // ValueError naming the bad field: sizes positive and at most
+  // config_sizes' limits (nn/config_sizes.h), so no size computed from them overflows.
+  void validate() const;
+  // The model's parameters (a tied matrix once), from the config alone:
+  // GPT(c).num_parameters() without building it.
+  int64_t parameter_count() const;
+  // The elements of GPT(c).state_dict() (a tied matrix under both its names).
+  int64_t state_numel() const;
   // Every field by name (positions and init as strings), as checkpoints store it.
   nlohmann::json to_json() const;
   // The inverse of to_json, validated; a missing field (all but layer_norm_eps

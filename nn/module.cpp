@@ -1,6 +1,11 @@
 #include <attograd/nn/module.h>
 
+#include <algorithm>
 #include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/ranges.h>
 
 #include <attograd/autograd/engine.h>
 
@@ -111,9 +116,17 @@ void Module::load_state_dict(const TensorMap& state, bool strict) {
     std::vector<std::string> missing, unexpected;
     for (auto& [k, v] : mine) if (!state.count(k)) missing.push_back(k);
     for (auto& [k, v] : state) if (!mine.count(k)) unexpected.push_back(k);
+    // A crafted file may name 100,000 keys: the message shows the first few.
+    auto some = [](const std::vector<std::string>& keys) {
+      constexpr size_t kShown = 8;
+      const size_t n = std::min(keys.size(), kShown);
+      std::string out = fmt::format("{}", fmt::join(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(n), ", "));
+      if (keys.size() > n) out += fmt::format(", ... and {} more", keys.size() - n);
+      return out;
+    };
     if (!missing.empty() || !unexpected.empty())
       fail<ValueError>("load_state_dict", "{}: missing keys [{}], unexpected keys [{}]; hint: pass strict=false to "
-                       "load a subset", type_name_, fmt::join(missing, ", "), fmt::join(unexpected, ", "));
+                       "load a subset", type_name_, some(missing), some(unexpected));
   }
   for (auto& [k, dst] : mine) {
     auto it = state.find(k);

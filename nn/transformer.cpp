@@ -5,23 +5,22 @@
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/ops/elementwise.h>
 #include <attograd/autograd/ops/indexing.h>
+#include <attograd/nn/config_sizes.h>
 
 namespace attograd {
 
 // ---- config -------------------------------------------------------------------------
 
 void TransformerConfig::validate() const {
-  auto positive = [](const char* name, int64_t v) {
-    if (v <= 0) fail<ValueError>("TransformerConfig", "{} must be positive, got {}", name, v);
-  };
-  positive("src_vocab", src_vocab);
-  positive("tgt_vocab", tgt_vocab);
-  positive("d_model", d_model);
-  positive("heads", heads);
-  positive("d_ff", d_ff);
-  positive("max_len", max_len);
-  if (enc_layers < 0 || dec_layers <= 0)
-    fail<ValueError>("TransformerConfig", "need enc_layers >= 0 and dec_layers >= 1, got {} and {}", enc_layers, dec_layers);
+  using namespace config_sizes;
+  check_range("TransformerConfig", "src_vocab", src_vocab, 1, kMaxVocab);
+  check_range("TransformerConfig", "tgt_vocab", tgt_vocab, 1, kMaxVocab);
+  check_range("TransformerConfig", "d_model", d_model, 1, kMaxWidth);
+  check_range("TransformerConfig", "heads", heads, 1, d_model);
+  check_range("TransformerConfig", "d_ff", d_ff, 1, kMaxFFWidth);
+  check_range("TransformerConfig", "max_len", max_len, 1, kMaxLength);
+  check_range("TransformerConfig", "enc_layers", enc_layers, 0, kMaxLayers);
+  check_range("TransformerConfig", "dec_layers", dec_layers, 1, kMaxLayers);
   if (d_model % heads != 0)
     fail<ValueError>("TransformerConfig", "heads ({}) must divide d_model ({}); hint: try heads = {}", heads, d_model,
                      d_model % 4 == 0 ? 4 : 1);
@@ -31,6 +30,29 @@ void TransformerConfig::validate() const {
   if (!(dropout >= 0 && dropout < 1)) fail<ValueError>("TransformerConfig", "dropout must be in [0, 1), got {}", dropout);
   if (pad_id < 0 || pad_id >= std::min(src_vocab, tgt_vocab))
     fail<ValueError>("TransformerConfig", "pad_id {} is outside both vocabularies", pad_id);
+  if (!(layer_norm_eps >= 0 && layer_norm_eps <= 1))
+    fail<ValueError>("TransformerConfig", "layer_norm_eps must be in [0, 1], got {}", layer_norm_eps);
+}
+
+int64_t TransformerConfig::parameter_count() const {
+  using namespace config_sizes;
+  validate();
+  const char* what = "TransformerConfig";
+  const int64_t kv = d_model / heads * decoder_kv_heads();  // G · D
+  const int64_t ln = layer_norm_params(d_model), ff = feed_forward_params(d_model, d_ff);
+  const int64_t enc_layer = sum_params({attention_params(d_model, d_model), ff, ln, ln}, what);
+  const int64_t dec_layer = sum_params({attention_params(d_model, kv), attention_params(d_model, kv), ff, ln, ln, ln}, what);
+  const int64_t final_norms = pre_ln ? 2 * ln : 0;  // one per stack
+  return sum_params({checked_mul(src_vocab, d_model, what, "src_vocab x d_model"),
+                     checked_mul(tgt_vocab, d_model, what, "tgt_vocab x d_model"),
+                     checked_mul(enc_layers, enc_layer, what, "enc_layers x layer"),
+                     checked_mul(dec_layers, dec_layer, what, "dec_layers x layer"), final_norms,
+                     tie_embeddings ? tgt_vocab : linear_params(d_model, tgt_vocab, true)},
+                    what);
+}
+
+int64_t TransformerConfig::state_numel() const {
+  return config_sizes::sum_params({parameter_count(), tie_embeddings ? tgt_vocab * d_model : 0}, "TransformerConfig");
 }
 
 nlohmann::json TransformerConfig::to_json() const {
@@ -43,28 +65,31 @@ nlohmann::json TransformerConfig::to_json() const {
 }
 
 TransformerConfig TransformerConfig::from_json(const nlohmann::json& j) {
+  using config_sizes::json_int;
+  constexpr const char* kName = "TransformerConfig";
   TransformerConfig c;
+  if (!j.is_object()) fail<ValueError>(kName, "bad config JSON: expected an object, got {}", j.type_name());
   try {
-    c.src_vocab = j.at("src_vocab").get<int64_t>();
-    c.tgt_vocab = j.at("tgt_vocab").get<int64_t>();
-    c.d_model = j.at("d_model").get<int64_t>();
-    c.heads = j.at("heads").get<int64_t>();
-    if (j.contains("kv_heads")) c.kv_heads = j.at("kv_heads").get<int64_t>();  // older checkpoints: heads
-    c.d_ff = j.at("d_ff").get<int64_t>();
-    c.enc_layers = j.at("enc_layers").get<int64_t>();
-    c.dec_layers = j.at("dec_layers").get<int64_t>();
+    c.src_vocab = json_int(j, "src_vocab", kName);
+    c.tgt_vocab = json_int(j, "tgt_vocab", kName);
+    c.d_model = json_int(j, "d_model", kName);
+    c.heads = json_int(j, "heads", kName);
+    if (j.contains("kv_heads")) c.kv_heads = json_int(j, "kv_heads", kName);  // older checkpoints: heads
+    c.d_ff = json_int(j, "d_ff", kName);
+    c.enc_layers = json_int(j, "enc_layers", kName);
+    c.dec_layers = json_int(j, "dec_layers", kName);
     c.dropout = j.at("dropout").get<double>();
-    c.max_len = j.at("max_len").get<int64_t>();
+    c.max_len = json_int(j, "max_len", kName);
     c.pre_ln = j.at("pre_ln").get<bool>();
     c.tie_embeddings = j.at("tie_embeddings").get<bool>();
     const std::string act = j.at("activation").get<std::string>();
-    if (act != "relu" && act != "gelu") fail<ValueError>("TransformerConfig", "unknown activation '{}'", act);
+    if (act != "relu" && act != "gelu") fail<ValueError>(kName, "unknown activation '{}'", act);
     c.activation = act == "gelu" ? Activation::gelu : Activation::relu;
-    c.pad_id = j.at("pad_id").get<int64_t>();
+    c.pad_id = json_int(j, "pad_id", kName);
     c.layer_norm_eps = j.value("layer_norm_eps", 1e-5);
     c.causal_decoder = j.value("causal_decoder", true);
   } catch (const nlohmann::json::exception& e) {
-    fail<ValueError>("TransformerConfig", "bad config JSON: {}", e.what());
+    fail<ValueError>(kName, "bad config JSON: {}", e.what());
   }
   c.validate();
   return c;

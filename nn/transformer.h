@@ -59,7 +59,14 @@ struct TransformerConfig {
   // without the field are causal.
   bool causal_decoder = true;
 
-  void validate() const;        // ValueError naming the bad field
+  // ValueError naming the bad field: sizes positive and at most
+  // config_sizes' limits (nn/config_sizes.h), so no size computed from them overflows.
+  void validate() const;
+  // The model's parameters (a tied matrix once), from the config alone:
+  // Seq2SeqTransformer(c).num_parameters() without building it.
+  int64_t parameter_count() const;
+  // The elements of Seq2SeqTransformer(c).state_dict() (a tied matrix under both its names).
+  int64_t state_numel() const;
   // Every field by name, as checkpoints store the model's shape.
   nlohmann::json to_json() const;
   // The inverse of to_json, validated; a missing field (all but layer_norm_eps
