@@ -3,10 +3,13 @@
 // writer/reader in tools/safetensors_io.py.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -299,8 +302,8 @@ TEST(SafetensorsReject, Shape) {
   EXPECT_TRUE(rejects(h("[9223372036854775808]"), d8, {"overflows int64"}));  // 2^63
   // Zero elements, but strides would still overflow.
   EXPECT_TRUE(rejects(h("[0,4294967296,4294967296]"), d8, {"overflows int64"}));
-  // Fits int64 as a count, but not as bytes of F32: caught as a byte mismatch.
-  EXPECT_TRUE(rejects(h("[4611686018427387904]"), d8, {"hold 8 bytes but shape [4611686018427387904] of F32"}));
+  // Fits int64 as a count, but not as bytes of F32 (2^64 bytes wrapped to 0 before: probe B2).
+  EXPECT_TRUE(rejects(h("[4611686018427387904]"), d8, {"shape [4611686018427387904] of F32 needs more than 2^63 bytes", "hold 8"}));
 }
 
 TEST(SafetensorsReject, Offsets) {
@@ -345,6 +348,76 @@ TEST(SafetensorsReject, DuplicateNames) {
                       {"key 'k' appears more than once inside '__metadata__'"}));
   // The same key in sibling objects is fine.
   EXPECT_NO_THROW(parse_safetensors(file_of(R"({"__metadata__":{"dtype":"x"},"a":)" + e + "}", d4)));
+}
+
+// Probe B2: [2^62] F32 needs 2^64 bytes, which wrapped to 0 and matched an
+// empty span; [2^61] F64 likewise. Both are refused before any copy.
+TEST(SafetensorsReject, ByteCountThatWrapsAroundIsRefused) {
+  EXPECT_TRUE(rejects(R"({"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", "",
+                      {"tensor 'w'", "needs more than 2^63 bytes", "hold 0"}));
+  EXPECT_TRUE(rejects(R"({"w":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}})", "",
+                      {"tensor 'w'", "needs more than 2^63 bytes"}));
+  EXPECT_TRUE(rejects(R"({"w":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}})", "",
+                      {"tensor 'w'", "needs more than 2^63 bytes"}));
+  // Zero elements stay zero bytes whatever the other sizes are.
+  EXPECT_NO_THROW(parse_safetensors(file_of(R"({"e":{"dtype":"F32","shape":[4611686018427387904,0],"data_offsets":[0,0]}})")));
+}
+
+// A header naming n tensors of shape [0] (valid entries, all at offset 0).
+std::string many_entries_header(size_t n) {
+  std::string h = "{";
+  for (size_t i = 0; i < n; ++i)
+    h += fmt::format(R"({}"z{}":{{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})", i ? "," : "", i);
+  return h + "}";
+}
+
+// Probe B9: nlohmann's callback parser rescanned the parent object at every
+// entry's end, so 40k entries took 12 s and 200k over a minute. The header is
+// now parsed in linear time and at most 100,000 tensors are accepted. The
+// bounds below are correctness bounds for a quadratic bug (the linear parse
+// of 40k entries takes about 0.3 s in Release, a few times that under the
+// sanitizers), not a benchmark.
+TEST(SafetensorsReject, ManyEntriesParseInLinearTimeAndAreBounded) {
+  const auto seconds_to_parse = [](const std::string& header) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      parse_safetensors(file_of(header), "many.st");
+    } catch (const IOError&) {
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const std::string forty_k = many_entries_header(40'000);
+  EXPECT_EQ(parse_safetensors(file_of(forty_k)).tensors.size(), 40'000u);
+  EXPECT_LT(seconds_to_parse(forty_k), 6.0);
+  const std::string too_many = many_entries_header(100'001);
+  EXPECT_TRUE(throws_with([&] { parse_safetensors(file_of(too_many), "many.st"); },
+                          {"many.st", "more than 100000 tensors"}));
+  EXPECT_LT(seconds_to_parse(too_many), 6.0);
+}
+
+TEST(SafetensorsFilesReject, DevicesDirectoriesAndOversizedFiles) {
+  EXPECT_TRUE(throws_with([] { read_file_bytes("/dev/zero"); }, {"'/dev/zero' is a character device"}));
+  EXPECT_TRUE(throws_with([] { read_file_bytes("/dev/urandom"); }, {"character device"}));
+  EXPECT_TRUE(throws_with([] { load_safetensors("/tmp"); }, {"'/tmp' is a directory"}));
+  attograd::testing::TempDir dir("read_bound");
+  const std::string f = dir / "ten.txt";
+  std::ofstream(f) << "0123456789";
+  EXPECT_EQ(read_file_bytes(f, 10), "0123456789");
+  EXPECT_TRUE(throws_with([&] { read_file_bytes(f, 9); }, {"larger than the 9-byte limit"}));
+  // A pipe is read up to the bound, then refused (an endless writer cannot exhaust memory).
+  const std::string fifo = dir / "pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const pid_t writer = fork();
+  if (writer == 0) {
+    const int fd = open(fifo.c_str(), O_WRONLY);
+    const std::string block(4096, 'x');
+    for (int i = 0; i < 64; ++i)
+      if (write(fd, block.data(), block.size()) < 0) break;
+    _exit(0);
+  }
+  EXPECT_TRUE(throws_with([&] { read_file_bytes(fifo, 100'000); }, {"larger than the 100000-byte limit"}));
+  kill(writer, SIGKILL);
+  waitpid(writer, nullptr, 0);
 }
 
 TEST(SafetensorsReject, Metadata) {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
-#include <set>
+#include <unordered_set>
 #include <system_error>
 #include <vector>
 
@@ -92,27 +92,61 @@ struct Entry {
   uint64_t begin, end;  // byte range in the data buffer
 };
 
-// nlohmann keeps one value for a repeated key without saying so; this parser
-// callback remembers the first repeat (and the tensor it sits in, if nested).
-struct DuplicateKeyFinder {
-  std::vector<std::set<std::string>> open_objects;
-  std::string top_level_key;
-  std::optional<std::string> duplicate;
-  std::string duplicate_inside;  // "" when the repeat is a top-level name
+// The most tensors a header may name. Real checkpoints hold thousands at most;
+// the bound keeps a crafted header from costing more than a moment.
+constexpr size_t kMaxTensors = 100'000;
 
-  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) open_objects.emplace_back();
-    if (event == json::parse_event_t::object_end) open_objects.pop_back();
-    if (event == json::parse_event_t::key) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (open_objects.size() == 1) top_level_key = key;
-      if (!open_objects.back().insert(key).second && !duplicate) {
-        duplicate = key;
-        if (open_objects.size() > 1) duplicate_inside = top_level_key;
-      }
-    }
+// A first, linear pass over the header with nlohmann's SAX interface: it
+// finds the first repeated key (nlohmann's DOM keeps one value without
+// saying so) and stops past kMaxTensors top-level entries. Its callback
+// parser would do the same in quadratic time: each object's end rescans its
+// parent (nlohmann/json #5457).
+class HeaderCheck {
+ public:
+  using json_t = json;
+  std::optional<std::string> problem;  // what stopped the pass
+
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(json::number_integer_t) { return true; }
+  bool number_unsigned(json::number_unsigned_t) { return true; }
+  bool number_float(json::number_float_t, const json::string_t&) { return true; }
+  bool string(json::string_t&) { return true; }
+  bool binary(json::binary_t&) { return true; }
+  bool start_array(std::size_t) { return true; }
+  bool end_array() { return true; }
+  bool start_object(std::size_t) {
+    keys_.emplace_back();
     return true;
   }
+  bool end_object() {
+    keys_.pop_back();
+    return true;
+  }
+  bool key(json::string_t& k) {
+    if (keys_.size() == 1) {
+      top_level_key_ = k;
+      if (k != "__metadata__" && ++tensors_ > kMaxTensors)
+        return stop(fmt::format("the header names more than {} tensors; hint: the file is corrupt or crafted",
+                                kMaxTensors));
+    }
+    if (keys_.back().insert(k).second) return true;
+    if (keys_.size() == 1) return stop(fmt::format("tensor '{}' appears more than once in the header", k));
+    return stop(fmt::format("key '{}' appears more than once inside '{}'", k, top_level_key_));
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    return stop(fmt::format("the header is not valid JSON ({}); hint: the file is corrupt or not a safetensors file",
+                            e.what()));
+  }
+
+ private:
+  bool stop(std::string what) {
+    problem = std::move(what);
+    return false;
+  }
+  std::vector<std::unordered_set<std::string>> keys_;  // one set per open object
+  std::string top_level_key_;
+  size_t tensors_ = 0;  // top-level keys besides "__metadata__"
 };
 
 json parse_header(std::string_view source, std::string_view text) {
@@ -122,20 +156,15 @@ json parse_header(std::string_view source, std::string_view text) {
   // nlohmann takes a NUL byte for the end of input and would ignore what follows.
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
     bad(source, "the header contains a NUL byte at header offset {}; hint: the file is corrupt", nul);
-  DuplicateKeyFinder dups;
-  json root;
   try {
-    root = json::parse(text.begin(), text.end(), std::ref(dups));
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large for a double
+    HeaderCheck check;
+    json::sax_parse(text.begin(), text.end(), &check);
+    if (check.problem) bad(source, "{}", *check.problem);
+    return json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {  // out_of_range for a number too large for a double
     bad(source, "the header is not valid JSON ({}); hint: the file is corrupt or not a safetensors file",
         e.what());
   }
-  if (dups.duplicate) {
-    if (dups.duplicate_inside.empty())
-      bad(source, "tensor '{}' appears more than once in the header", *dups.duplicate);
-    bad(source, "key '{}' appears more than once inside '{}'", *dups.duplicate, dups.duplicate_inside);
-  }
-  return root;
 }
 
 Metadata read_metadata(std::string_view source, const json& value) {
@@ -215,8 +244,12 @@ Entry read_entry(std::string_view source, const std::string& name, const json& e
     bad(source, "tensor '{}': data_offsets [{}, {}] run past the end of the {}-byte data buffer; "
         "hint: the file is truncated", name, e.begin, e.end, buffer_bytes);
 
-  // numel < 2^63 and the element size is at most 8, so this fits in uint64.
-  const uint64_t nbytes = static_cast<uint64_t>(shape_numel(e.shape)) * dtype_size(e.dtype);
+  // The byte count is checked before it is compared: [2^62] F32 would wrap to 0 bytes.
+  const std::optional<int64_t> size = try_nbytes(e.shape, e.dtype);
+  if (!size)
+    bad(source, "tensor '{}': shape {} of {} needs more than 2^63 bytes, but data_offsets [{}, {}] hold {}", name,
+        shape_str(e.shape), code_of(e.dtype).code, e.begin, e.end, e.end - e.begin);
+  const uint64_t nbytes = static_cast<uint64_t>(*size);
   if (e.end - e.begin != nbytes)
     bad(source, "tensor '{}': data_offsets [{}, {}] hold {} bytes but shape {} of {} needs {} bytes", name,
         e.begin, e.end, e.end - e.begin, shape_str(e.shape), code_of(e.dtype).code, nbytes);
@@ -370,12 +403,40 @@ SafetensorsData load_safetensors(const std::string& path) {
   return parse_safetensors(read_file_bytes(path), path);
 }
 
-std::string read_file_bytes(const std::string& path) {
+namespace {
+
+std::string_view file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+[[noreturn]] void too_big(const std::string& path, uint64_t max_bytes) {
+  fail<IOError>("read_file_bytes", "'{}' is larger than the {}-byte limit for this input; hint: pass a smaller file",
+                path, max_bytes);
+}
+
+}  // namespace
+
+std::string read_file_bytes(const std::string& path, uint64_t max_bytes) {
+  // Refused before opening: a device may never end (/dev/zero, /dev/urandom)
+  // or block forever (a tty). A FIFO is read like a file, up to max_bytes.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+    fail<IOError>("read_file_bytes", "'{}' is {}, expected a file; hint: pass a regular file (or a pipe)", path,
+                  file_kind(st.st_mode));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) io_fail("read_file_bytes", "cannot open", path, errno);
-  struct stat st {};
   std::string out;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+      ::close(fd);
+      too_big(path, max_bytes);
+    }
+    out.reserve(static_cast<size_t>(st.st_size));
+  }
   char chunk[1 << 16];
   while (true) {
     const ssize_t n = ::read(fd, chunk, sizeof chunk);
@@ -385,6 +446,10 @@ std::string read_file_bytes(const std::string& path) {
       const int err = errno;
       ::close(fd);
       io_fail("read_file_bytes", "cannot read", path, err);
+    }
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      ::close(fd);
+      too_big(path, max_bytes);
     }
     out.append(chunk, static_cast<size_t>(n));
   }

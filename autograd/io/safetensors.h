@@ -22,7 +22,14 @@
 // Every problem is an IOError "safetensors: <source>: <what> ..." that names
 // the tensor when there is one. Unknown fields inside an entry are ignored
 // (as the reference does); a "__metadata__": null is read as no metadata.
+//
+// Nothing in a file is trusted: the header is at most 100 MB and names at
+// most 100,000 tensors, it is parsed in linear time, a repeated key is
+// refused, every shape's element and byte counts are computed without
+// overflow and must equal the tensor's span of the buffer, and spans may not
+// overlap. docs/reliability.md says how this is fuzzed.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -64,7 +71,14 @@ SafetensorsData load_safetensors(const std::string& path);
 // Writers in one process must not target the same path concurrently.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
+// read_file_bytes' default bound: far above any file attograd writes, far
+// below what would exhaust a machine's memory on its way there.
+constexpr uint64_t kReadFileLimit = uint64_t{16} << 30;  // 16 GiB
+
 // The whole file at `path`; IOError names the path and the system's reason.
-std::string read_file_bytes(const std::string& path);
+// A file larger than max_bytes, a directory and a device (/dev/zero,
+// /dev/urandom: inputs that never end) are refused with an IOError; a pipe is
+// read up to max_bytes.
+std::string read_file_bytes(const std::string& path, uint64_t max_bytes = kReadFileLimit);
 
 }  // namespace attograd
