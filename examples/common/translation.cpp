@@ -6,6 +6,7 @@
 
 #include <attograd/data/bleu.h>
 #include <attograd/data/number_words.h>
+#include "examples/common/checkpoint_model.h"
 
 namespace attograd {
 
@@ -130,10 +131,7 @@ TrainedTranslator load_translator(const std::string& checkpoint) {
   const TranslationTask task = TranslationTask::from_json(c.meta.task, c.model_path);
   TrainedTranslator t{nullptr, Translator(task, vocab_from_meta(c.meta.vocab_src, c.model_path),
                                           vocab_from_meta(c.meta.vocab_tgt, c.model_path))};
-  Generator gen(0);
-  t.model = std::make_unique<Seq2SeqTransformer>(TransformerConfig::from_json(c.meta.config), gen, nullptr);
-  t.model->load_state_dict(c.model);
-  t.model->eval();
+  t.model = seq2seq_from_checkpoint(c);
   return t;
 }
 

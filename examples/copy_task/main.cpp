@@ -15,6 +15,7 @@
 #include <attograd/autograd/engine.h>
 #include <attograd/data/copy_task.h>
 #include <attograd/data/tokenizer.h>
+#include "examples/common/checkpoint_model.h"
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
 #include "examples/common/trainer.h"
@@ -151,10 +152,7 @@ Loaded load_model(const std::string& path) {
   l.vocab = Vocab::from_symbols(std::vector<std::string>(c.meta.vocab_src.begin() + kNumSpecials, c.meta.vocab_src.end()));
   if (l.vocab.tokens() != c.meta.vocab_src)
     fail<IOError>("checkpoint", "{}: the vocabulary in the metadata is malformed", c.model_path);
-  Generator gen(0);
-  l.model = std::make_unique<Seq2SeqTransformer>(TransformerConfig::from_json(c.meta.config), gen, nullptr);
-  l.model->load_state_dict(c.model);
-  l.model->eval();
+  l.model = seq2seq_from_checkpoint(c);
   return l;
 }
 

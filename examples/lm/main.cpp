@@ -22,6 +22,7 @@
 #include <attograd/nn/gpt.h>
 #include "examples/common/attention_svg.h"
 #include "examples/common/checkpoint.h"
+#include "examples/common/checkpoint_model.h"
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
 #include "examples/common/trainer.h"
@@ -266,13 +267,10 @@ Loaded load_model(const std::string& path) {
   Loaded l;
   l.task = c.meta.task;
   l.tokenizer = load_lm_tokenizer(std::filesystem::path(c.model_path).parent_path().string());
-  Generator gen(0);
-  l.model = std::make_unique<GPT>(GPTConfig::from_json(c.meta.config), gen);
+  l.model = gpt_from_checkpoint(c);
   if (l.model->config.vocab != l.tokenizer->vocab_size())
     fail<IOError>("checkpoint", "{}: the model has {} tokens, its tokenizer {}", c.model_path, l.model->config.vocab,
                   l.tokenizer->vocab_size());
-  l.model->load_state_dict(c.model);
-  l.model->eval();
   return l;
 }
 

@@ -1,0 +1,19 @@
+// The model a checkpoint holds, built as every program builds it (lm sample
+// and eval, copy_task eval and decode, translate, heads_study --inspect) and
+// as the model fuzz target does (fuzz/model_target.h): the config from the
+// metadata, validated (ValueError naming the bad field), a model of that
+// config, then the file's weights (IOError or ShapeError when one is missing,
+// unexpected or of another shape). The model comes back in eval mode.
+#pragma once
+#include <memory>
+
+#include <attograd/nn/gpt.h>
+#include <attograd/nn/transformer.h>
+#include "examples/common/checkpoint.h"
+
+namespace attograd {
+
+std::unique_ptr<GPT> gpt_from_checkpoint(const Checkpoint& c);
+std::unique_ptr<Seq2SeqTransformer> seq2seq_from_checkpoint(const Checkpoint& c);
+
+}  // namespace attograd
