@@ -140,7 +140,7 @@ TEST_F(BadInput, CopyTaskFlagsAndFilesGetExitCode2AndOneClearLine) {
       {"text file as checkpoint", {"eval", "--checkpoint", text}, text + " is not a checkpoint"},
       {"vocab in the checkpoint does not fit the model", {"decode", "--checkpoint", vocab6, "a b"},
        "metadata 'vocab_src' holds 6 tokens, but the model config says src_vocab 9"},
-      {"checkpoint of another task", {"eval", "--checkpoint", other}, "is not a copy-task checkpoint"},
+      {"checkpoint of another task", {"eval", "--checkpoint", other}, "is not a copy_task checkpoint: its task is 'translate'"},
       {"broken config JSON", {"eval", "--checkpoint", broken}, "metadata 'config' is not valid JSON"},
       {"not an attograd checkpoint", {"eval", "--checkpoint", noformat}, "is not an attograd checkpoint"},
       {"resume with another vocabulary", tiny({"train", "--steps", "4", "--checkpoint-dir", ck, "--resume", "--symbols", "7"}),

@@ -1,10 +1,23 @@
 #include "examples/common/checkpoint.h"
 
-#include <algorithm>
-#include <cstring>
-#include <filesystem>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+#include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace attograd {
 
@@ -15,6 +28,92 @@ namespace {
 constexpr const char* kFormat = "attograd-checkpoint-v1";
 
 std::string step_prefix(const std::string& dir, int64_t step) { return fmt::format("{}/step-{:08d}", dir, step); }
+
+// zlib's CRC-32 of every tensor's bytes, row-major, in name order, as 8 hex digits.
+std::string tensors_crc32(const TensorMap& tensors) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  for (const auto& [name, t] : tensors) {
+    Tensor c = t;
+    if (!c.is_contiguous()) {
+      c = Tensor::empty(t.shape(), t.dtype());
+      c.copy_(t);
+    }
+    const size_t n = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
+    if (n > 0) crc = crc32_z(crc, static_cast<const Bytef*>(c.raw_data()), n);
+  }
+  return fmt::format("{:08x}", crc);
+}
+
+void check_crc32(const SafetensorsData& d, const std::string& file) {
+  auto it = d.metadata.find("crc32");
+  if (it == d.metadata.end()) return;  // written before checksums
+  const std::string got = tensors_crc32(d.tensors);
+  if (got != it->second)
+    fail<IOError>("checkpoint", "{}: tensor data does not match its checksum (crc32 {} in the metadata, {} "
+                  "computed); the file is corrupt", file, it->second, got);
+}
+
+// A whole decimal int64 ("-5" too), or nullopt.
+std::optional<int64_t> parse_int(std::string_view text) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return v;
+}
+
+// The step in a checkpoint file's name (".../step-00000020"), or nullopt (best.*).
+std::optional<int64_t> step_in_name(const std::string& prefix) {
+  const std::string name = fs::path(prefix).filename().string();
+  if (!name.starts_with("step-")) return std::nullopt;
+  return parse_int(std::string_view(name).substr(5));
+}
+
+// A file's "step" metadata; IOError when it is there but not a whole number.
+std::optional<int64_t> metadata_step(const Metadata& md, const std::string& file) {
+  auto it = md.find("step");
+  if (it == md.end()) return std::nullopt;
+  const auto step = parse_int(it->second);
+  if (!step) fail<IOError>("checkpoint", "{}: metadata 'step' is '{}', not a whole number", file, it->second);
+  return step;
+}
+
+std::string read_file_or_empty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string metadata_or(const Metadata& md, const std::string& key, const std::string& otherwise = "") {
+  auto it = md.find(key);
+  return it == md.end() ? otherwise : it->second;
+}
+
+// The __metadata__ of a safetensors file, from its header alone (for pruning
+// and for naming a run, without reading tensors); empty when unreadable.
+Metadata header_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char len[8];
+  if (!in.read(reinterpret_cast<char*>(len), 8)) return {};
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec || n > size - 8 || n > (uint64_t{100} << 20)) return {};
+  std::string header(n, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(n))) return {};
+  const nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  Metadata md;
+  if (!j.is_object() || !j.contains("__metadata__") || !j["__metadata__"].is_object()) return md;
+  for (const auto& [k, v] : j["__metadata__"].items())
+    if (v.is_string()) md[k] = v.get<std::string>();
+  return md;
+}
+
+// The program that usually writes a task's checkpoints.
+std::string program_of_task(const std::string& task) { return task == "copy" ? "copy_task" : task; }
+
+std::string task_kind(const nlohmann::json& task) {
+  return task.is_object() && task.contains("task") && task["task"].is_string() ? task["task"].get<std::string>() : "";
+}
 
 Tensor i64(int64_t v) { return Tensor::from_vector(std::vector<int64_t>{v}, {}); }
 
@@ -46,18 +145,66 @@ std::vector<std::string> parse_vocab(const Metadata& md, const std::string& key,
   return out;
 }
 
-void load_model_file(Checkpoint& c) {
+// What a checkpoint file says about itself besides its contents.
+struct FileStamp {
+  std::optional<int64_t> step;  // "step" metadata
+  std::string run_id;
+};
+
+FileStamp load_model_file(Checkpoint& c) {
   SafetensorsData d = load_safetensors(c.model_path);
+  check_crc32(d, c.model_path);
   c.meta = parse_checkpoint_meta(d.metadata, c.model_path);
   c.model = std::move(d.tensors);
+  return {metadata_step(d.metadata, c.model_path), c.meta.run_id};
 }
 
-void load_train_file(Checkpoint& c) {
+FileStamp load_train_file(Checkpoint& c) {
   SafetensorsData d = load_safetensors(c.train_path);
+  check_crc32(d, c.train_path);
   c.progress = parse_train_progress(d.tensors, c.train_path);
   if (auto it = d.metadata.find("optimizer"); it != d.metadata.end()) c.progress.optimizer = it->second;
   for (auto& [k, t] : d.tensors)
     if (k.rfind("optim.", 0) == 0) c.optimizer[k.substr(6)] = t;
+  return {metadata_step(d.metadata, c.train_path), metadata_or(d.metadata, "run")};
+}
+
+// "F was written by translate (task 'translate'), not by lm" when the checkpoint holds another task.
+void check_reader(const Checkpoint& c, const CheckpointReader& reader) {
+  const std::string task = task_kind(c.meta.task);
+  if (task.empty() || reader.task.empty() || task == reader.task) return;
+  const std::string writer = c.meta.program.empty() ? program_of_task(task) : c.meta.program;
+  const std::string program = reader.program.empty() ? program_of_task(reader.task) : reader.program;
+  if (writer == program)
+    fail<IOError>("checkpoint", "{} is not a {} checkpoint: its task is '{}', where {} writes task '{}'; hint: the "
+                  "file's metadata was edited", c.model_path, program, task, program, reader.task);
+  fail<IOError>("checkpoint", "{} was written by {} (task '{}'), not by {}; hint: {} reads checkpoints of task '{}'",
+                c.model_path, writer, task, program, program, reader.task);
+}
+
+// A model file and a train file are one checkpoint: the step in the name, in
+// both files' "step" and in train.step agree and is >= 0, and the runs match.
+void check_pair(const Checkpoint& c, const std::string& prefix, const FileStamp& model,
+                const std::optional<FileStamp>& train) {
+  const std::optional<int64_t> named = step_in_name(prefix);
+  auto check_step = [&](const std::string& file, std::optional<int64_t> step, const char* what) {
+    if (!step) return;
+    if (*step < 0) fail<IOError>("checkpoint", "{}: {} is {}, a negative step; hint: the file was edited", file, what, *step);
+    if (named && *step != *named)
+      fail<IOError>("checkpoint", "{}: {} is {}, but the file name says step {}; hint: the file was renamed or edited",
+                    file, what, *step, *named);
+  };
+  check_step(c.model_path, model.step, "metadata 'step'");
+  if (!train) return;
+  check_step(c.train_path, c.progress.step, "train.step");
+  check_step(c.train_path, train->step, "metadata 'step'");
+  if (model.step && *model.step != c.progress.step)
+    fail<IOError>("checkpoint", "{} (train.step {}) and {} (step {}) are not one checkpoint; hint: a file was "
+                  "renamed, edited or copied from another checkpoint", c.train_path, c.progress.step, c.model_path,
+                  *model.step);
+  if (!model.run_id.empty() && !train->run_id.empty() && model.run_id != train->run_id)
+    fail<IOError>("checkpoint", "{} (run {}) and {} (run {}) come from two different runs; hint: a file was copied "
+                  "from another run's directory", c.train_path, train->run_id, c.model_path, model.run_id);
 }
 
 }  // namespace
@@ -71,6 +218,8 @@ CheckpointMeta parse_checkpoint_meta(const Metadata& md, const std::string& file
   meta.task = parse_json(md, "task", file);
   meta.vocab_src = parse_vocab(md, "vocab_src", file);
   meta.vocab_tgt = parse_vocab(md, "vocab_tgt", file);
+  meta.program = metadata_or(md, "program");
+  meta.run_id = metadata_or(md, "run");
   // A vocab that does not fit the model would only fail later, as an
   // embedding index error far from its cause.
   struct VocabKey {
@@ -172,27 +321,41 @@ std::string save_checkpoint(const std::string& dir, const TensorMap& model_state
   if (p.global_batch) train["loader.global_batch"] = i64(*p.global_batch);
   train["train.step"] = i64(p.step);
   train["train.best_eval_loss"] = Tensor::scalar(p.best_eval_loss, DType::f64);
-  Metadata train_md{{"format", kFormat}, {"step", std::to_string(p.step)}};
+  Metadata train_md{{"format", kFormat}, {"step", std::to_string(p.step)}, {"crc32", tensors_crc32(train)}};
   if (p.optimizer) train_md["optimizer"] = *p.optimizer;
+  if (!meta.run_id.empty()) train_md["run"] = meta.run_id;
   save_safetensors(prefix + ".train.safetensors", train, train_md);
 
   nlohmann::json src = meta.vocab_src, tgt = meta.vocab_tgt;
-  const Metadata model_md{{"format", kFormat},
-                          {"step", std::to_string(p.step)},
-                          {"config", meta.config.dump()},
-                          {"task", meta.task.dump()},
-                          {"vocab_src", src.dump()},
-                          {"vocab_tgt", tgt.dump()}};
-  save_safetensors(prefix + ".model.safetensors", model_state, model_md);
+  Metadata model_md{{"format", kFormat},
+                    {"step", std::to_string(p.step)},
+                    {"config", meta.config.dump()},
+                    {"task", meta.task.dump()},
+                    {"vocab_src", src.dump()},
+                    {"vocab_tgt", tgt.dump()}};
+  if (!meta.program.empty()) model_md["program"] = meta.program;
+  if (!meta.run_id.empty()) model_md["run"] = meta.run_id;
+  save_model_file(prefix + ".model.safetensors", model_state, std::move(model_md));
 
+  // Only this run's checkpoints count, and only they are removed (one without
+  // a run id predates run ids: the directory check let this run resume it).
   if (keep_last > 0) {
-    auto steps = list_checkpoints(dir);
-    for (size_t i = 0; i + static_cast<size_t>(keep_last) < steps.size(); ++i) {
-      fs::remove(step_prefix(dir, steps[i]) + ".model.safetensors", ec);
-      fs::remove(step_prefix(dir, steps[i]) + ".train.safetensors", ec);
+    std::vector<int64_t> mine;
+    for (int64_t s : list_checkpoints(dir)) {
+      const Metadata md = header_metadata(step_prefix(dir, s) + ".model.safetensors");
+      if (md.count("format") && (!md.count("run") || md.at("run") == meta.run_id)) mine.push_back(s);
+    }
+    for (size_t i = 0; i + static_cast<size_t>(keep_last) < mine.size(); ++i) {
+      fs::remove(step_prefix(dir, mine[i]) + ".model.safetensors", ec);
+      fs::remove(step_prefix(dir, mine[i]) + ".train.safetensors", ec);
     }
   }
   return prefix + ".model.safetensors";
+}
+
+void save_model_file(const std::string& path, const TensorMap& tensors, Metadata metadata) {
+  metadata["crc32"] = tensors_crc32(tensors);
+  save_safetensors(path, tensors, metadata);
 }
 
 void mark_best(const std::string& dir, int64_t step) {
@@ -202,7 +365,7 @@ void mark_best(const std::string& dir, int64_t step) {
   }
 }
 
-Checkpoint load_checkpoint(const std::string& path, bool need_train_state) {
+Checkpoint load_checkpoint(const std::string& path, bool need_train_state, const std::optional<CheckpointReader>& reader) {
   Checkpoint c;
   std::error_code ec;
   std::string prefix;
@@ -229,10 +392,153 @@ Checkpoint load_checkpoint(const std::string& path, bool need_train_state) {
   c.model_path = prefix + ".model.safetensors";
   c.train_path = prefix + ".train.safetensors";
   if (!fs::exists(c.model_path, ec)) fail<IOError>("checkpoint", "{} does not exist", c.model_path);
-  load_model_file(c);
-  if (fs::exists(c.train_path, ec)) load_train_file(c);
+  const FileStamp model = load_model_file(c);
+  if (reader) check_reader(c, *reader);
+  std::optional<FileStamp> train;
+  if (fs::exists(c.train_path, ec)) train = load_train_file(c);
   else if (need_train_state) fail<IOError>("checkpoint", "{} is missing; it is needed to resume training", c.train_path);
+  check_pair(c, prefix, model, train);
   return c;
+}
+
+// ---- checkpoint directories ------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kLockFile = "run.lock";
+constexpr const char* kRunFile = "run.json";
+
+// The files of a run in dir: checkpoints (step-*, best.*, complete or not),
+// the tokenizer lm saves, run.json. Sorted by name.
+std::vector<std::string> run_files(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool checkpoint = (name.starts_with("step-") || name.starts_with("best.")) && name.ends_with(".safetensors");
+    if (checkpoint || name == "tokenizer.json" || name == "tokenizer.model" || name == kRunFile) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool has_checkpoint_file(const std::vector<std::string>& names) {
+  return std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.ends_with(".safetensors"); });
+}
+
+// "lm, up to step 600" for the run whose files are in dir.
+std::string describe_run(const std::string& dir, const std::vector<std::string>& names) {
+  std::string program;
+  const nlohmann::json run =
+      nlohmann::json::parse(read_file_or_empty(dir + "/" + kRunFile), nullptr, /*allow_exceptions=*/false);
+  if (run.is_object() && run.contains("program") && run["program"].is_string()) program = run["program"];
+  std::optional<int64_t> newest;
+  for (const std::string& n : names)
+    if (const auto step = step_in_name(dir + "/" + n.substr(0, n.find('.')))) newest = std::max(newest.value_or(*step), *step);
+  if (program.empty() && newest) {
+    const Metadata md = header_metadata(step_prefix(dir, *newest) + ".model.safetensors");
+    program = md.count("program") ? md.at("program") : program_of_task(task_kind(
+        nlohmann::json::parse(metadata_or(md, "task"), nullptr, /*allow_exceptions=*/false)));
+  }
+  std::string out = program.empty() ? std::string("another program") : program;
+  out += newest ? fmt::format(", up to step {}", *newest) : std::string(", no checkpoint yet");
+  return out;
+}
+
+std::string new_run_id() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}", rd(), rd());
+}
+
+// An exclusive flock on dir/run.lock, holding this process's pid; IOError
+// naming the holder's pid when another process has it.
+int lock_directory(const std::string& dir) {
+  const std::string path = dir + "/" + kLockFile;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) fail<IOError>("checkpoint", "cannot open {}: {}", path, std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string pid = read_file_or_empty(path);
+    ::close(fd);
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    if (err == EWOULDBLOCK)
+      fail<IOError>("checkpoint", "{} is in use by another training run{}; hint: wait for it to end, or pass another "
+                    "--checkpoint-dir", dir, pid.empty() ? std::string() : fmt::format(" (pid {})", pid));
+    fail<IOError>("checkpoint", "cannot lock {}: {}", path, std::strerror(err));
+  }
+  const std::string pid = fmt::format("{}\n", ::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    const int err = errno;
+    ::close(fd);
+    fail<IOError>("checkpoint", "cannot write {}: {}", path, std::strerror(err));
+  }
+  return fd;
+}
+
+}  // namespace
+
+RunDirectory::RunDirectory(std::string dir, std::string run_id, bool resumes, std::string note)
+    : dir_(std::move(dir)), run_id_(std::move(run_id)), resumes_(resumes), note_(std::move(note)) {}
+
+RunDirectory::~RunDirectory() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+std::shared_ptr<RunDirectory> RunDirectory::claim(const std::string& dir, DirMode mode) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail<IOError>("checkpoint", "cannot create directory {}: {}", dir, ec.message());
+  auto run = std::make_shared<RunDirectory>(dir, new_run_id(), false, "");
+  run->lock_fd_ = lock_directory(dir);
+  remove_stale_temporaries(dir);
+  const std::vector<std::string> names = run_files(dir);
+  if (names.empty()) {
+    if (mode == DirMode::resume) run->note_ = fmt::format("nothing to resume in {}: starting a new run", dir);
+    return run;
+  }
+  const std::string other = describe_run(dir, names);
+  auto remove_all = [&] {
+    for (const std::string& n : names)
+      if (!fs::remove(dir + "/" + n, ec) && ec)
+        fail<IOError>("checkpoint", "cannot remove {}/{}: {}", dir, n, ec.message());
+  };
+  switch (mode) {
+    case DirMode::fresh:
+      fail<IOError>("checkpoint", "{} holds {} of another run ({}); pass --resume to continue it, --overwrite to "
+                    "replace it, or another --checkpoint-dir", dir,
+                    has_checkpoint_file(names) ? "checkpoints" : "files", other);
+    case DirMode::overwrite:
+      remove_all();
+      run->note_ = fmt::format("--overwrite: removed {} file(s) of the previous run ({}) from {}", names.size(), other, dir);
+      return run;
+    case DirMode::resume:
+      break;
+  }
+  const std::vector<int64_t> steps = list_checkpoints(dir);
+  if (steps.empty()) {
+    if (has_checkpoint_file(names))
+      fail<IOError>("checkpoint", "{} holds checkpoint files ({}) but no complete checkpoint (a model file and a "
+                    "train file of one step) to resume; hint: --overwrite to start again, or another --checkpoint-dir",
+                    dir, fmt::join(names, ", "));
+    remove_all();  // a run that stopped before its first checkpoint: nothing of it is worth keeping
+    run->note_ = fmt::format("nothing to resume in {} (its run wrote no checkpoint): starting a new run", dir);
+    return run;
+  }
+  const std::string id = metadata_or(header_metadata(step_prefix(dir, steps.back()) + ".model.safetensors"), "run");
+  if (!id.empty()) run->run_id_ = id;
+  run->resumes_ = true;
+  return run;
+}
+
+void RunDirectory::record(const nlohmann::json& info) const {
+  const std::string path = dir_ + "/" + kRunFile;
+  std::error_code ec;
+  if (fs::exists(path, ec)) return;
+  nlohmann::json run = {{"run_id", run_id_},
+                        {"started", fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)))},
+                        {"pid", ::getpid()}};
+  run.update(info);
+  write_file_atomic(path, run.dump(1) + "\n");
 }
 
 }  // namespace attograd

@@ -141,6 +141,9 @@ int guarded_main(const char* program, const std::function<int()>& body) {
         fail<IOError>("mpi", "cannot silence stdout on rank {}", world->rank());
     }
     return body();
+  } catch (const Stopped& e) {  // every rank stops alike: rank 0 speaks for the job
+    if (!world || world->rank() == 0) fmt::print(stderr, "{}: {}\n", program, e.what());
+    return e.code();
   } catch (const cxxopts::exceptions::exception& e) {
     report_and_abort(world, fmt::format("{}: error: {}{} (see --help)\n", program, rank, e.what()));
   } catch (const std::exception& e) {

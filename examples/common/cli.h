@@ -14,6 +14,19 @@
 
 namespace attograd::cli {
 
+// A program stopped at the user's request (a training run's SIGTERM or SIGINT,
+// trainer.h) after saying so: guarded_main prints "<program>: <what()>" on
+// stderr and exits with code() (128 + the signal's number, as a shell reports
+// a process the signal killed).
+class Stopped : public std::runtime_error {
+ public:
+  Stopped(const std::string& what, int code) : std::runtime_error(what), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
 // Selects OpenBLAS' fast kernel first (ensure_fast_blas_kernel, which may
 // re-execute the program once), then runs body() with SIGXFSZ ignored (so a
 // file size limit is an IOError); any exception becomes

@@ -1,13 +1,19 @@
 #include "examples/common/trainer.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/engine.h>
+#include <attograd/autograd/io/safetensors.h>
 #include <attograd/autograd/backend/threads.h>
 #include "examples/common/cli.h"
 #include "examples/common/train_choices.h"
@@ -55,7 +61,8 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
        "with exit code 2 and the previous checkpoint stays intact)", cxxopts::value<std::string>()->default_value(d.checkpoint_dir))
       ("checkpoint-every", "checkpoint every N steps (0: at every eval)", cxxopts::value<int64_t>()->default_value(std::to_string(d.checkpoint_every)))
       ("keep-last", "checkpoints to keep", cxxopts::value<int64_t>()->default_value(std::to_string(d.keep_last)))
-      ("resume", "continue from the newest checkpoint in --checkpoint-dir")
+      ("resume", "continue from the newest checkpoint in --checkpoint-dir (a new or empty directory starts a new run)")
+      ("overwrite", "replace another run's checkpoints in --checkpoint-dir (removed at the start) instead of refusing")
       ("init-from", "start from this checkpoint's weights (directory or .model.safetensors; e.g. a model converted "
        "by heads_study --convert-gqa) with a fresh optimizer and step count; the model flags must match it",
        cxxopts::value<std::string>()->default_value(d.init_from))
@@ -133,6 +140,9 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   if (t.stop_after > 0 && t.checkpoint_dir.empty())
     fail<ValueError>("flags", "--stop-after needs --checkpoint-dir (the run continues from its checkpoint)");
   if (t.resume && t.checkpoint_dir.empty()) fail<ValueError>("flags", "--resume needs --checkpoint-dir");
+  t.overwrite = r["overwrite"].as<bool>();
+  if (t.overwrite && (t.resume || t.checkpoint_dir.empty()))
+    fail<ValueError>("flags", "--overwrite {}", t.resume ? "and --resume exclude each other" : "needs --checkpoint-dir");
   t.init_from = r["init-from"].as<std::string>();
   if (t.resume && !t.init_from.empty())
     fail<ValueError>("flags", "--init-from and --resume exclude each other; hint: --resume alone continues a run "
@@ -167,29 +177,101 @@ std::pair<int64_t, int64_t> share_of(int64_t n, int rank, int size) {
 }
 
 namespace {
+void claim_checkpoint_dir(TrainOptions& opt) {
+  if (opt.checkpoint_dir.empty() || opt.run_dir) return;
+  dist::Communicator& comm = dist::world();
+  const DirMode mode = opt.resume ? DirMode::resume : opt.overwrite ? DirMode::overwrite : DirMode::fresh;
+  if (comm.rank() == 0) opt.run_dir = RunDirectory::claim(opt.checkpoint_dir, mode);
+  if (comm.size() > 1) {
+    const nlohmann::json mine = comm.rank() == 0 ? nlohmann::json{opt.run_dir->run_id(), opt.run_dir->resumes(),
+                                                                   opt.run_dir->note()}
+                                                 : nlohmann::json();
+    const nlohmann::json claim = nlohmann::json::parse(comm.allgather_bytes(mine.dump()).at(0));
+    if (comm.rank() > 0)
+      opt.run_dir = std::make_shared<RunDirectory>(opt.checkpoint_dir, claim[0].get<std::string>(),
+                                                   claim[1].get<bool>(), claim[2].get<std::string>());
+  }
+  opt.resume = opt.run_dir->resumes();
+}
+
 
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 class JsonLog {
+// The JSON-lines log (--log). A write that fails (a full disk) is an IOError,
+// as a checkpoint's is.
  public:
-  void open(const std::string& path, bool append) {
+  // A resumed run first drops the records past its checkpoint's step (they
+  // come again), and a record cut short by a crash.
+  void open(const std::string& path, std::optional<int64_t> resumed_at) {
     if (path.empty()) return;
-    out_.open(path, append ? std::ios::app : std::ios::trunc);
-    if (!out_) fail<IOError>("log", "cannot open {} for writing", path);
+    path_ = path;
+    std::error_code ec;
+    if (resumed_at && std::filesystem::is_regular_file(path, ec)) write_file_atomic(path, records_up_to(*resumed_at));
+    out_.open(path, resumed_at ? std::ios::app : std::ios::trunc);
+    if (!out_) fail<IOError>("log", "cannot open {} for writing: {}", path, std::strerror(errno));
   }
   void write(const nlohmann::json& j) {
     if (!out_.is_open()) return;
     out_ << j.dump() << '\n';
     out_.flush();
   }
+    if (!out_) fail<IOError>("log", "cannot write {}: {}", path_, std::strerror(errno));
 
  private:
   std::ofstream out_;
+  std::string records_up_to(int64_t step) const {
+    std::istringstream in(read_file_bytes(path_));
+    std::string kept;
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step)
+        kept += line + '\n';
+    }
+    return kept;
+  }
+
+  std::string path_;
 };
 
 // One run of train(): run() loops step() over the steps, evaluating and
+// SIGTERM and SIGINT, while a run trains: the first asks the loop to stop
+// after its step, a second ends the process (the default action). The
+// previous handlers come back when the run ends.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int signo) {
+  if (g_stop_signal != 0) {
+    std::signal(signo, SIG_DFL);
+    std::raise(signo);
+    return;
+  }
+  g_stop_signal = signo;
+}
+
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < 2; ++i) sigaction(kSignals[i], &sa, &previous_[i]);
+  }
+  ~StopSignals() {
+    for (size_t i = 0; i < 2; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  static int received() { return g_stop_signal; }
+
+ private:
+  static constexpr int kSignals[2] = {SIGTERM, SIGINT};
+  struct sigaction previous_[2];
+};
+
 // checkpointing on the flags' cadence; resume() restores a saved run first.
 // In a world of N ranks, the task gives each rank its share of every global
 // batch; rank 0 alone prints, logs and writes checkpoints.
@@ -202,7 +284,13 @@ class Trainer {
   void resume();
   void init_from();
   void evaluate_start();
+  CheckpointReader reader() const {
+    return {opt_.program, meta_.task.is_object() ? meta_.task.value("task", "") : std::string()};
+  }
   bool step(int64_t step);
+  RunSummary nothing_to_train();
+  int stop_requested();
+  [[noreturn]] void stop(int64_t step, int signo);
   double forward_backward(int64_t step);
   void skip_or_stop(int64_t step, double loss, double grad_norm, bool on_every_rank);
   void report(int64_t step, double loss, double lr, double grad_norm, int64_t tokens);
@@ -218,14 +306,15 @@ class Trainer {
 
   TrainTask& task_;
   Module& model_;
-  const TrainOptions& opt_;
+  TrainOptions opt_;  // with the checkpoint directory claimed
   dist::Communicator& comm_;
   cli::Progress progress_;
+  StopSignals signals_;
   const std::vector<Tensor> params_;
   dist::GradientReducer reducer_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
-  const CheckpointMeta meta_;
+  CheckpointMeta meta_;  // with the program and the run id
   TrainProgress state_;  // what the next checkpoint saves
   JsonLog log_;
   RunSummary summary_;
@@ -251,8 +340,16 @@ Trainer::Trainer(TrainTask& task, const TrainOptions& opt)
       schedule_(find_choice(schedule_choices(), opt.schedule, "schedule").make(opt, task.model_width())),
       meta_(task.checkpoint_meta()) {
   state_.optimizer = opt.optimizer;
-  if (!opt.checkpoint_dir.empty() && leads()) remove_stale_temporaries(opt.checkpoint_dir);
-  if (opt.resume) resume();
+  claim_checkpoint_dir(opt_);
+  meta_.program = opt_.program;
+  if (opt_.run_dir) {
+    meta_.run_id = opt_.run_dir->run_id();
+    if (!opt_.run_dir->note().empty()) say(opt_.run_dir->note());
+    if (leads())
+      opt_.run_dir->record({{"program", opt_.program}, {"config", meta_.config}, {"task", meta_.task},
+                            {"steps", opt_.steps}, {"optimizer", opt_.optimizer}, {"seed", opt_.seed}});
+  }
+  if (opt_.resume) resume();
   if (!opt.init_from.empty()) init_from();
   dist::broadcast_parameters(comm_, params_);
   // Each rank draws its own dropout masks: rank 0 continues the run's stream
@@ -265,7 +362,7 @@ Trainer::Trainer(TrainTask& task, const TrainOptions& opt)
   if (comm_.size() > 1)
     say(fmt::format("data-parallel: {} processes ({}) x batch {} = global batch {}", comm_.size(), comm_.name(),
                     task_.batch_size(), global_batch()));
-  if (leads()) log_.open(opt.log_path, opt.resume);
+  if (leads()) log_.open(opt.log_path, opt_.resume ? std::optional<int64_t>(state_.step) : std::nullopt);
   first_ = state_.step + 1;
   views_pending_ = opt.views.any() && leads();  // one rank draws and traces (the files are shared)
   last_ = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
@@ -274,7 +371,7 @@ Trainer::Trainer(TrainTask& task, const TrainOptions& opt)
 // Restores model, optimizer, schedule, data position and dropout generator
 // from the newest checkpoint, after checking it was made by the same flags.
 void Trainer::resume() {
-  Checkpoint c = load_checkpoint(opt_.checkpoint_dir, /*need_train_state=*/true);
+  Checkpoint c = load_checkpoint(opt_.checkpoint_dir, /*need_train_state=*/true, reader());
   // Compared as parsed configs, so a checkpoint written before a field existed
   // (kv_heads) matches the same model given by today's flags.
   if (task_.reparsed_config(c.meta.config) != meta_.config)
@@ -292,7 +389,11 @@ void Trainer::resume() {
   state_ = c.progress;
   state_.optimizer = opt_.optimizer;
   if (const auto note = task_.restore_data_position(state_)) say(*note);
+  const std::optional<int64_t> saved_batch = state_.global_batch;
   task_.save_data_position(state_);
+  else if (saved_batch && *saved_batch != global_batch())
+    say(fmt::format("the checkpoint's global batch was {}, now {} ({} process(es) x batch {}): the run continues "
+                    "with the new batch", *saved_batch, global_batch(), comm_.size(), task_.batch_size()));
   schedule_->set_last_step(state_.schedule_step);
   task_.dropout_generator().set_state(state_.rng);
   say(fmt::format("resumed from {} at step {}", c.model_path, state_.step));
@@ -315,7 +416,7 @@ std::string config_differences(const nlohmann::json& saved, const nlohmann::json
 // Loads the weights of opt.init_from after checking it was made for the same
 // model, task and vocabularies; the rest of the run starts fresh.
 void Trainer::init_from() {
-  const Checkpoint c = load_checkpoint(opt_.init_from, /*need_train_state=*/false);
+  const Checkpoint c = load_checkpoint(opt_.init_from, /*need_train_state=*/false, reader());
   const std::string diff = config_differences(task_.reparsed_config(c.meta.config), meta_.config);
   if (!diff.empty())
     fail<ValueError>("init-from", "{} does not fit the model the flags give ({}); hint: pass its model flags",
@@ -341,15 +442,55 @@ void Trainer::evaluate_start() {
 
 RunSummary Trainer::run() {
   if (!opt_.init_from.empty()) evaluate_start();
+  if (state_.step >= opt_.steps) return nothing_to_train();
   model_.train();
   t0_ = Clock::now();
-  for (int64_t s = first_; s <= last_; ++s)
+  for (int64_t s = first_; s <= last_; ++s) {
     if (step(s)) evaluate_or_checkpoint(s);
   if (leads()) progress_.finish();
+    if (const int signo = stop_requested()) stop(s, signo);
+  }
   return finish();
 }
 
 // One training step on the next global batch: forward and backward on this
+// A resumed run already at --steps: its held-out evaluation, and no training.
+RunSummary Trainer::nothing_to_train() {
+  if (leads())
+    fmt::print("{} is already at step {} (--steps {}): nothing to train\n", opt_.checkpoint_dir, state_.step,
+               opt_.steps);
+  t0_ = Clock::now();
+  const TaskEval e = task_.evaluate(opt_.eval_size);
+  say(fmt::format("eval step {}: {}", state_.step, e.summary));
+  summary_.steps = state_.step;
+  summary_.seconds = seconds_since(t0_);
+  summary_.final_loss = NAN;
+  return summary_;
+}
+
+// The stop signal that reached this rank or (under mpirun) any rank, or 0:
+// every rank then stops after the same step.
+int Trainer::stop_requested() {
+  const int mine = StopSignals::received();
+  if (comm_.size() == 1) return mine;
+  std::vector<double> got{mine != 0 ? 1.0 : 0.0, static_cast<double>(mine)};  // ranks that got one, their signals
+  comm_.allreduce_sum(std::span<double>(got));
+  if (got[0] == 0) return 0;
+  return mine != 0 ? mine : static_cast<int>(std::lround(got[1] / got[0]));
+}
+
+// Ends the run after `step` at a signal's request: a checkpoint of that step,
+// then cli::Stopped with where the run stopped and how to continue it.
+void Trainer::stop(int64_t step, int signo) {
+  if (leads()) progress_.finish();
+  if (!opt_.checkpoint_dir.empty() && last_checkpoint_step_ != step) checkpoint(step);
+  const std::string where = last_checkpoint_step_ ? fmt::format("checkpoint step {} in {}; continue with --resume",
+                                                                *last_checkpoint_step_, opt_.checkpoint_dir)
+                                                  : std::string("no checkpoint was written (no --checkpoint-dir)");
+  const char* name = signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "a signal";
+  throw cli::Stopped(fmt::format("stopped by {} at step {}; {}", name, step, where), 128 + signo);
+}
+
 // rank's share, the gradients summed across ranks, clipping, the schedule's
 // lr and the update. False when the step was skipped.
 bool Trainer::step(int64_t step) {
@@ -496,6 +637,7 @@ void Trainer::checkpoint(int64_t step) {
 RunSummary Trainer::finish() {
   summary_.steps = std::max(last_, state_.step);
   summary_.stopped_early = last_ < opt_.steps;
+  summary_.trained = std::max<int64_t>(0, last_ - first_ + 1);
   summary_.seconds = seconds_since(t0_);
   summary_.final_loss = summary_.losses.empty() ? NAN : summary_.losses.back();
   if (summary_.stopped_early) {

@@ -62,6 +62,10 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;   // 0: at every eval
   int64_t keep_last = 3;
   bool resume = false;            // continue from checkpoint_dir's newest checkpoint
+  bool overwrite = false;         // remove another run's files from checkpoint_dir first, instead of refusing
+  std::string program;            // the program, recorded in checkpoints and run.json ("copy_task", "lm", ...)
+  // The run's hold on checkpoint_dir (claim_checkpoint_dir); train() claims it when unset.
+  std::shared_ptr<RunDirectory> run_dir;
   // Start from this checkpoint's weights (a directory or *.model.safetensors;
   // "" for none): a fresh optimizer, schedule and step count, and the model
   // evaluated once before the first step (logged as step 0). Its model config,
@@ -88,6 +92,13 @@ TransformerConfig model_config_from(const cxxopts::ParseResult& r, TransformerCo
 // "4 heads", or "4 heads, 2 K/V heads in the decoder" with grouped-query attention (for the programs' banners).
 std::string heads_summary(const TransformerConfig& c);
 TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions base);
+// Claims opt.checkpoint_dir for the run (RunDirectory::claim on rank 0, which
+// every rank then follows): sets opt.run_dir, and opt.resume to whether there
+// is a checkpoint to continue (--resume on a new directory starts a new run).
+// A program that reads or writes the directory before train() (lm's
+// tokenizer) calls it first; train() calls it otherwise. No-op without a
+// checkpoint_dir or when already claimed.
+void claim_checkpoint_dir(TrainOptions& opt);
 
 // Held-out results. Outputs and references are token id sequences without BOS/EOS.
 struct EvalResult {
@@ -159,7 +170,8 @@ class TrainTask {
 };
 
 struct RunSummary {
-  int64_t steps = 0;           // the last step trained
+  int64_t steps = 0;           // the last step trained (the checkpoint's, when trained is 0)
+  int64_t trained = 0;         // steps this run trained: 0 when it resumed a checkpoint already at --steps
   bool stopped_early = false;  // --stop-after ended the run before --steps (no final eval)
   double seconds = 0;          // wall time of the run, evaluations and checkpoints included
   double step_seconds = 0;     // time in training steps only (forward, backward, optimizer)
@@ -173,8 +185,14 @@ struct RunSummary {
 // end the job (guarded_main's MPI_Abort): the other ranks wait for it.
 // With opt.resume, restores model, optimizer, schedule, data position and the
 // dropout generator from opt.checkpoint_dir first (the checkpoint's optimizer
-// must be opt.optimizer, its config and task the task's). With opt.init_from,
-// loads only the model's weights (ValueError naming the fields that differ).
+// must be opt.optimizer, its config and task the task's); a checkpoint already
+// at opt.steps is evaluated, not trained ("DIR is already at step N (--steps
+// M): nothing to train"). With opt.init_from, loads only the model's weights
+// (ValueError naming the fields that differ).
+// SIGTERM and SIGINT stop the run after the current step (every rank at the
+// same one): a checkpoint of that step is written, then cli::Stopped "stopped
+// by SIGTERM at step N; checkpoint step N in DIR; continue with --resume" with
+// code 128 + the signal's number; a second signal ends the process at once.
 RunSummary train(TrainTask& task, const TrainOptions& opt);
 
 // Rank `rank` of `size` takes items [n * rank / size, n * (rank + 1) / size):

@@ -560,14 +560,16 @@ std::string convert_to_grouped_query(const std::string& checkpoint, int64_t kv_h
   if (!out.ends_with(".model.safetensors"))
     fail<ValueError>("convert-gqa", "--to {} must name a *.model.safetensors file (what translate and heads_study "
                      "load as a checkpoint); hint: --to {}.model.safetensors", out, out);
-  const Checkpoint c = load_checkpoint(checkpoint, /*need_train_state=*/false);
+  const Checkpoint c = load_checkpoint(checkpoint, /*need_train_state=*/false, CheckpointReader{"heads_study", "translate"});
   SafetensorsData file = load_safetensors(c.model_path);
   const TransformerConfig from = TransformerConfig::from_json(c.meta.config);
   if (kv_heads <= 0 || from.heads % kv_heads != 0)
     fail<ValueError>("convert-gqa", "--kv-heads {} must divide the model's heads {}", kv_heads, from.heads);
   GroupedQueryModel g = to_grouped_query(from, file.tensors, kv_heads);
   file.metadata["config"] = g.config.to_json().dump();
-  save_safetensors(out, g.state, file.metadata);
+  file.metadata["program"] = "heads_study";
+  file.metadata.erase("run");  // a new model, of no training run
+  save_model_file(out, g.state, file.metadata);
   return fmt::format("{}: H = {}, decoder K/V heads {} -> {} (k_proj, v_proj mean-pooled per group); KV cache {}x "
                      "smaller; wrote {}", c.model_path, from.heads, from.decoder_kv_heads(), kv_heads,
                      from.decoder_kv_heads() / kv_heads, out);

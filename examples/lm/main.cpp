@@ -50,6 +50,7 @@ GPTConfig default_model() {
 // About 10 minutes on one thread (docs/lm.md has the measured run).
 TrainOptions default_training() {
   TrainOptions t;
+  t.program = "lm";
   t.steps = 600;
   t.batch_size = 32;
   t.lr = 3e-3;
@@ -217,6 +218,7 @@ int train(const cxxopts::ParseResult& r) {
   to.vocab_size = r["vocab-size"].as<int64_t>();
   if (to.vocab_size == 0 && to.kind != "char") to.vocab_size = 1000;
   check_outputs_writable(opt);
+  claim_checkpoint_dir(opt);  // before the directory's tokenizer is read or written
   const std::string kernel = configure_threads(opt.threads);
 
   const std::string path = r["text"].as<std::string>();
@@ -246,8 +248,10 @@ int train(const cxxopts::ParseResult& r) {
   LMTask task(model, *data, *tok, opt.batch_size, data_gen, dropout_gen, task_json(r, path, *tok, heldout));
   const RunSummary s = attograd::train(task, opt);
   if (s.stopped_early) return 0;
-  fmt::print("done: {} steps in {} ({:.1f} s); held-out {}\n", s.steps, cli::format_duration(s.seconds), s.seconds,
-             eval_summary(task.last_eval()));
+  if (s.trained == 0) fmt::print("held-out at step {}: {}\n", s.steps, eval_summary(task.last_eval()));
+  else
+    fmt::print("done: {} steps in {} ({:.1f} s); held-out {}\n", s.steps, cli::format_duration(s.seconds), s.seconds,
+               eval_summary(task.last_eval()));
   if (opt.samples > 0) {
     fmt::print("sample:\n");
     print_sample(model, *tok, tok->encode("\n"), SampleOptions{}, opt.seed);
@@ -263,7 +267,7 @@ struct Loaded {
 
 Loaded load_model(const std::string& path) {
   if (path.empty()) fail<ValueError>("flags", "--checkpoint is required; hint: the --checkpoint-dir used in training");
-  const Checkpoint c = load_checkpoint(path, false);
+  const Checkpoint c = load_checkpoint(path, false, CheckpointReader{"lm", "lm"});
   Loaded l;
   l.task = c.meta.task;
   l.tokenizer = load_lm_tokenizer(std::filesystem::path(c.model_path).parent_path().string());

@@ -52,6 +52,7 @@ TrainOptions default_training() {
   t.steps = 1200;
   t.batch_size = 64;
   t.lr = 3e-3;
+  t.program = "translate";
   t.schedule = "cosine";
   t.warmup = 200;
   t.eval_every = 400;
@@ -147,8 +148,9 @@ int train(const cxxopts::ParseResult& r) {
              memory, opt.threads, kernel);
 
   TrainSummary s = train_seq2seq(model, dropout_gen, loader, valid_set, opt, tr.hooks());
-  fmt::print("done: {} steps in {} ({:.1f} s), final loss {:.4f}\n", s.steps, cli::format_duration(s.seconds),
-             s.seconds, s.final_loss);
+  if (s.trained > 0)
+    fmt::print("done: {} steps in {} ({:.1f} s), final loss {:.4f}\n", s.steps, cli::format_duration(s.seconds),
+               s.seconds, s.final_loss);
   fmt::print("valid ({} sentences): {}\n", s.last_eval.examples, metrics_line(s.last_eval));
   EvalOptions eo;
   eo.max_examples = test_set.size();
