@@ -7,6 +7,8 @@
 // tests/test_fuzz_regressions.cpp, which replays fuzz/corpus/ and
 // fuzz/regressions/ in every normal build.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -27,7 +29,15 @@ inline void require(bool ok, const char* what) {
   if (!ok) throw BrokenPromise(what);
 }
 
-// safetensors: whatever parses re-serializes to a file that parses to the same
+// Whatever parses holds no tensor larger than the file it came from (a shape
+// that lies about its size, as [2^62] F32 over 0 bytes did, would be read
+// past its buffer).
+inline void require_inside(const SafetensorsData& d, size_t file_bytes) {
+  for (const auto& [name, t] : d.tensors)
+    require(static_cast<uint64_t>(t.numel()) <= file_bytes / dtype_size(t.dtype()), "a tensor larger than its file");
+}
+
+// safetensors: whatever parses lies inside the file and re-serializes to a file that parses to the same
 // tensors and metadata.
 inline void safetensors(std::string_view bytes) {
   SafetensorsData d;
@@ -36,6 +46,7 @@ inline void safetensors(std::string_view bytes) {
   } catch (const IOError&) {
     return;
   }
+  require_inside(d, bytes.size());
   const SafetensorsData back = parse_safetensors(serialize_safetensors(d.tensors, d.metadata), "round trip");
   require(back.metadata == d.metadata, "metadata changed in a round trip");
   require(back.tensors.size() == d.tensors.size(), "tensor count changed in a round trip");
@@ -83,7 +94,8 @@ inline void tsv(std::string_view text) {
 }
 
 // Checkpoint files: a model file's metadata and a train file's progress
-// either parse or give a typed error.
+// either parse or give a typed error. fuzz/model_target.h goes further: it
+// builds the model a file describes and runs it.
 inline void checkpoint(std::string_view bytes) {
   SafetensorsData d;
   try {
@@ -91,6 +103,7 @@ inline void checkpoint(std::string_view bytes) {
   } catch (const IOError&) {
     return;
   }
+  require_inside(d, bytes.size());
   try {
     parse_checkpoint_meta(d.metadata, "fuzz");
   } catch (const IOError&) {
