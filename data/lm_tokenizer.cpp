@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +16,9 @@ namespace attograd {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD, how <unk> is shown
+
+// tokenizer.json is a kind and at most the 1,114,112 code points of Unicode (about 12 MB as JSON).
+constexpr uint64_t kMaxTokenizerJsonBytes = uint64_t{256} << 20;
 
 // Atomic (write_file_atomic), so a killed run never leaves half a tokenizer beside its checkpoint.
 void write_json(const std::string& dir, const nlohmann::json& j) {
@@ -93,10 +95,12 @@ std::unique_ptr<LMTokenizer> train_lm_tokenizer(std::string_view text, const LMT
 
 std::unique_ptr<LMTokenizer> load_lm_tokenizer(const std::string& dir) {
   const std::string path = dir + "/tokenizer.json";
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail<IOError>("load_lm_tokenizer", "cannot open {}; hint: a checkpoint directory written by training", path);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    fail<IOError>("load_lm_tokenizer", "cannot open {}; hint: a checkpoint directory written by training", path);
+  const std::string text = read_file_bytes(path, kMaxTokenizerJsonBytes);
   try {
-    const nlohmann::json j = nlohmann::json::parse(f);
+    const nlohmann::json j = nlohmann::json::parse(text);
     const std::string kind = j.at("kind").get<std::string>();
     if (kind == "char") return std::make_unique<CharLMTokenizer>(j.at("symbols").get<std::vector<std::string>>());
     if (kind == "bpe" || kind == "unigram")

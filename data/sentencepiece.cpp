@@ -15,16 +15,35 @@ namespace attograd {
 
 namespace {
 
-// The text's non-empty lines, without their "\n", as SentencePiece's trainer reads sentences.
+// SentencePiece's trainer skips a sentence longer than this (TrainerSpec
+// max_sentence_length, in bytes; this is its default).
+constexpr size_t kMaxSentenceBytes = 4192;
+
+// Where to end a piece of a long line that starts at `pos`, at most `limit`
+// bytes on: before its last space (the trainer splits pieces there anyway:
+// split_by_whitespace, the space starting the next piece), else after the
+// last whole UTF-8 character.
+size_t cut_long_line(std::string_view line, size_t pos, size_t limit) {
+  const size_t space = line.rfind(' ', pos + limit);
+  if (space != std::string_view::npos && space > pos) return space;
+  size_t end = pos + limit;
+  while (end > pos + 1 && (static_cast<unsigned char>(line[end]) & 0xC0) == 0x80) --end;
+  return end;
+}
+
+// The text's non-empty lines, without their "\n", as SentencePiece's trainer
+// reads sentences; a line over kMaxSentenceBytes comes in pieces of at most
+// that many bytes (cut_long_line), so no text is skipped.
 class LineIterator : public sentencepiece::SentenceIterator {
  public:
   explicit LineIterator(std::string_view text) : text_(text) { Next(); }
   bool done() const override { return done_; }
   void Next() override {
     while (pos_ < text_.size()) {
-      const size_t end = std::min(text_.find('\n', pos_), text_.size());
+      const size_t line_end = std::min(text_.find('\n', pos_), text_.size());
+      const size_t end = line_end - pos_ > kMaxSentenceBytes ? cut_long_line(text_, pos_, kMaxSentenceBytes) : line_end;
       line_.assign(text_.substr(pos_, end - pos_));
-      pos_ = end + 1;
+      pos_ = end == line_end ? end + 1 : end;
       if (!line_.empty()) return;
     }
     done_ = true;
@@ -43,6 +62,10 @@ class LineIterator : public sentencepiece::SentenceIterator {
 // a piece of its own and there is no dummy prefix, so the ids are the same).
 constexpr size_t kEncodeChunk = 1 << 16;
 
+// A .model file larger than this is refused unread (protobuf's own limit is 2 GiB;
+// a 1M-piece model is about 20 MB).
+constexpr uint64_t kMaxModelBytes = uint64_t{1} << 30;
+
 }  // namespace
 
 SentencePieceTokenizer::SentencePieceTokenizer(std::string model, std::string kind)
@@ -51,6 +74,15 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::string model, std::string ki
     fail<ValueError>("SentencePieceTokenizer", "unknown model type '{}'; hint: bpe or unigram", kind_);
   const auto status = sp_->LoadFromSerializedProto(model_);
   if (!status.ok()) fail<ValueError>("SentencePieceTokenizer", "not a SentencePiece model: {}", status.ToString());
+}
+
+SentencePieceTokenizer SentencePieceTokenizer::load(const std::string& path, const std::string& kind) {
+  std::string model = read_file_bytes(path, kMaxModelBytes);
+  try {
+    return SentencePieceTokenizer(std::move(model), kind);
+  } catch (const ValueError& e) {
+    fail<IOError>("SentencePieceTokenizer::load", "{}: {}", path, e.what());
+  }
 }
 
 SentencePieceTokenizer::SentencePieceTokenizer(SentencePieceTokenizer&&) noexcept = default;
@@ -72,6 +104,7 @@ SentencePieceTokenizer SentencePieceTokenizer::train(std::string_view text, cons
       {"add_dummy_prefix", "false"},
       {"user_defined_symbols", "\n"},
       {"input_sentence_size", "1000000"},
+      {"max_sentence_length", std::to_string(kMaxSentenceBytes)},
       {"shuffle_input_sentence", "true"},
       {"hard_vocab_limit", "true"},
       {"num_threads", "1"},
@@ -84,10 +117,6 @@ SentencePieceTokenizer SentencePieceTokenizer::train(std::string_view text, cons
     fail<ValueError>(op, "SentencePiece could not train a {} vocabulary of {} pieces on this text: {}; hint: a smaller "
                      "--vocab-size or more text", kind, vocab_size, status.message());
   return SentencePieceTokenizer(std::move(model), kind);
-}
-
-SentencePieceTokenizer SentencePieceTokenizer::load(const std::string& path, const std::string& kind) {
-  return SentencePieceTokenizer(read_file_bytes(path), kind);
 }
 
 std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const {

@@ -5,8 +5,10 @@
 // collapsing, no dummy prefix, and "\n" is a piece of its own, so
 // decode(encode(text)) == text for every text made of the trained characters.
 // Unknown characters become <unk> (id 0), decoded as " ⁇ ".
-// Training reads the text line by line (lines longer than 4192 bytes are
-// skipped, SentencePiece's limit) and samples at most a million lines.
+// Training reads the text line by line and samples at most a million lines;
+// a line longer than SentencePiece's 4192-byte limit is fed in pieces cut
+// before a space (or, with no space to cut at, between two characters), so
+// no line is skipped.
 #pragma once
 #include <memory>
 
@@ -24,7 +26,8 @@ class SentencePieceTokenizer : public LMTokenizer {
  public:
   // kind "bpe" or "unigram"; ValueError when the text cannot give vocab_size pieces.
   static SentencePieceTokenizer train(std::string_view text, const std::string& kind, int64_t vocab_size);
-  // A .model file (SentencePiece's own format, as python's sentencepiece writes it).
+  // A .model file (SentencePiece's own format, as python's sentencepiece writes
+  // it); IOError naming model_path when it is missing or not such a model.
   static SentencePieceTokenizer load(const std::string& model_path, const std::string& kind);
   // Takes over the model; the moved-from tokenizer may only be destroyed.
   SentencePieceTokenizer(SentencePieceTokenizer&&) noexcept;

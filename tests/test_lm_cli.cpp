@@ -183,3 +183,30 @@ TEST_F(LMProgram, DefaultsToTheUsableCoresWithTheSameLosses) {
   ASSERT_EQ(a.size(), 3u);
   EXPECT_EQ(a, b);
 }
+
+// --text is read with a bound: a device that never ends and a directory are refused at once.
+TEST_F(LMProgram, InputsThatAreNotFilesAreRefused) {
+  expect_one_line_error(run(tiny_train("/dev/zero", {})), "lm", "'/dev/zero' is a character device");
+  expect_one_line_error(run(tiny_train("/dev/urandom", {})), "lm", "'/dev/urandom' is a character device");
+  expect_one_line_error(run(tiny_train(dir.path, {})), "lm", "is a directory");
+}
+
+// The checkpoint records the text's absolute path: eval from another directory
+// finds a text given as a relative path, and says what to do once it is gone.
+TEST_F(LMProgram, EvalFindsTheTrainingTextFromAnotherDirectory) {
+  const std::string ck = dir / "ck";
+  const std::string train = "cd " + shell_quote(dir.path) + " && exec " + shell_quote(kProgram) + " \"$@\"";
+  std::vector<std::string> args = {"-c", train, "lm"};
+  for (const std::string& a : tiny_train("text.txt", {"--checkpoint-dir", ck, "--steps", "2", "--eval-every", "0"}))
+    args.push_back(a);
+  const ProgramOutcome t = run_program("/bin/sh", args, dir.path);
+  ASSERT_EQ(t.code, 0) << t.err;
+  const ProgramOutcome e = run({"eval", "--checkpoint", ck});  // from the test's own directory
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_TRUE(contains(e.out, "held-out (" + (dir / "text.txt") + ",")) << e.out;
+  std::filesystem::rename(dir / "text.txt", dir / "moved.txt");
+  expect_one_line_error(run({"eval", "--checkpoint", ck}), "lm",
+                        "the checkpoint's training text " + (dir / "text.txt") + " is missing; hint: pass --text FILE");
+  const ProgramOutcome moved = run({"eval", "--checkpoint", ck, "--text", dir / "moved.txt"});
+  EXPECT_EQ(moved.code, 0) << moved.err;
+}

@@ -117,3 +117,39 @@ TEST(SentencePieceTokenizer, BadInputIsAClearError) {
   expect_error<ValueError>([] { train_lm_tokenizer("text", {.kind = "wordpiece"}); }, {"unknown tokenizer 'wordpiece'"});
   expect_error<ValueError>([] { train_lm_tokenizer("a\xC0z", {.kind = "bpe", .vocab_size = 10}); }, {"at byte 1"});
 }
+
+// SentencePiece's trainer skips a line over 4192 bytes; such lines are fed to it
+// in pieces, so a text of long lines trains, and learns from every line.
+TEST(SentencePieceTokenizer, LinesOverTheTrainersLimitAreLearnedNotSkipped) {
+  std::string one_line;  // about 13 kB, no line break
+  for (int i = 0; one_line.size() < 13'000; ++i) one_line += i % 3 ? "quux flob " : "zyzzyva ";
+  std::string no_spaces;  // 9 kB of two-byte characters
+  while (no_spaces.size() < 9'000) no_spaces += "\xC3\xA9\xC3\xBC";
+  const std::string text = "a short line\n" + one_line + "\n" + no_spaces + "\n";
+  for (const char* kind : {"bpe", "unigram"}) {
+    SCOPED_TRACE(kind);
+    const auto sp = train_lm_tokenizer(text, {.kind = kind, .vocab_size = 30});
+    EXPECT_EQ(sp->decode(sp->encode(text)), text);
+    // Pieces seen only in the long lines: had they been skipped, these would be <unk> (id 0).
+    for (const char* word : {"zyzzyva", "\xC3\xA9"})
+      for (const int32_t id : sp->encode(word)) EXPECT_NE(id, 0) << word;
+    const auto ids = sp->encode(" quux flob");
+    EXPECT_LT(ids.size(), std::string(" quux flob").size()) << "no piece merged from the long line";
+  }
+  {  // nothing but one long line
+    const auto sp = train_lm_tokenizer(one_line, {.kind = "bpe", .vocab_size = 30});
+    EXPECT_EQ(sp->decode(sp->encode(one_line)), one_line);
+  }
+}
+
+TEST(SentencePieceTokenizer, ACorruptModelFileIsNamed) {
+  TempDir dir("spm");
+  train_lm_tokenizer(read_text(kFixtures + "train.txt"), {.kind = "bpe", .vocab_size = 300})->save(dir.path);
+  write_text(dir / "tokenizer.model", "not a protobuf at all");
+  const std::string msg = error_message<IOError>([&] { load_lm_tokenizer(dir.path); });
+  EXPECT_TRUE(contains(msg, dir / "tokenizer.model")) << msg;
+  EXPECT_FALSE(contains(msg, "tokenizer.json")) << msg;
+  EXPECT_TRUE(contains(msg, "not a SentencePiece model")) << msg;
+  std::filesystem::remove(dir / "tokenizer.model");
+  expect_error<IOError>([&] { load_lm_tokenizer(dir.path); }, {dir / "tokenizer.model"});
+}

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <attograd/autograd/generator.h>
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/nn/gpt.h>
 #include "examples/common/memory_estimate.h"
 #include "examples/common/train_choices.h"
 #include <attograd/nn/transformer.h>
@@ -89,6 +91,50 @@ TEST(MemoryEstimate, TooBigStopsUnlessForced) {
   check_memory_fits(estimate_training_memory(config(64, 4, 256, 2, 2), 64, 13, 13), 8e9, false);
   ASSERT_TRUE(memory_available().has_value());     // Linux: /proc/meminfo
   EXPECT_GT(*memory_available(), 0);
+}
+
+// lm's GPT: the parts follow memory_estimate.h's formula, the parameters are the model's.
+TEST(MemoryEstimate, GPTPartsFollowTheFormula) {
+  GPTConfig c;
+  c.vocab = 50;
+  c.context = 32;
+  c.d_model = 16;
+  c.heads = 2;
+  c.d_ff = 48;
+  c.layers = 3;
+  Generator gen(0);
+  EXPECT_EQ(estimate_training_memory(c, 1).parameters, GPT(c, gen).num_parameters());
+  const MemoryEstimate m = estimate_training_memory(c, 8);
+  const double p = 4.0 * static_cast<double>(m.parameters);
+  EXPECT_EQ(m.weights, p);  // learned positions are parameters
+  EXPECT_EQ(m.gradients, p);
+  EXPECT_EQ(m.optimizer, 2 * p);
+  const double per_token = 4 * 16 + 3 * 50 + 3 * (11 * 16 + 48 + 2 * 2);
+  EXPECT_DOUBLE_EQ(m.activations, 4.0 * 8 * 32 * per_token);
+  EXPECT_DOUBLE_EQ(estimate_training_memory(c, 16).activations, 2 * m.activations);
+  c.dropout = 0.1;
+  EXPECT_DOUBLE_EQ(estimate_training_memory(c, 8).activations, 1.25 * m.activations);
+  c.positions = PositionalEncoding::Kind::sinusoidal;
+  const MemoryEstimate s = estimate_training_memory(c, 8, 1);
+  EXPECT_EQ(s.weights, 4.0 * static_cast<double>(s.parameters) + 4.0 * 32 * 16);  // + the table
+  EXPECT_EQ(s.optimizer, 4.0 * static_cast<double>(s.parameters));
+  // The probe's lm train --d-model 4096 --d-ff 16384 --layers 8: tens of GB.
+  c = GPTConfig{};
+  c.d_model = 4096;
+  c.d_ff = 16384;
+  c.layers = 8;
+  c.heads = 8;
+  EXPECT_GT(estimate_training_memory(c, 32).total(), 20e9);
+}
+
+// read_file_bytes' bound for text inputs: an eighth of what is available, within [64 MiB, kReadFileLimit].
+TEST(MemoryEstimate, TextInputLimitFollowsAvailableMemory) {
+  EXPECT_EQ(text_input_limit(std::nullopt), kReadFileLimit);
+  EXPECT_EQ(text_input_limit(8e9), uint64_t{1'000'000'000});
+  EXPECT_EQ(text_input_limit(1e8), uint64_t{64} << 20);
+  EXPECT_EQ(text_input_limit(1e15), kReadFileLimit);
+  EXPECT_GE(text_input_limit(), uint64_t{64} << 20);
+  EXPECT_LE(text_input_limit(), kReadFileLimit);
 }
 
 TEST(MemoryEstimate, FormatsBytes) {

@@ -100,5 +100,28 @@ TEST(Preflight, AModelTooBigForAnyMachineStopsBeforeAllocating) {
   EXPECT_NE(ok.r.out.find(" available) | "), std::string::npos) << ok.r.out;
 }
 
+// lm has the same check: the probe's --d-model 4096 --d-ff 16384 --layers 8
+// (about 38 GB with the default batch) ended in std::bad_alloc after 9 s
+// under a 2 GB limit; here it stops before reading its text, and the header
+// of a run that fits shows the estimate.
+TEST(Preflight, LMStopsAModelTooBigBeforeAllocating) {
+  testing::TempDir tmp("preflight");
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += i % 7 ? "some words " : "and a line\n";
+  testing::write_text(tmp / "text.txt", text);
+  const Timed big = run("lm", {"train", "--text", tmp / "text.txt", "--d-model", "16384", "--d-ff", "65536", "--heads",
+                               "16", "--layers", "64", "--threads", "1", "--quiet"}, tmp.path);
+  testing::expect_one_line_error(big.r, "lm", "memory: this run needs about");
+  EXPECT_NE(big.r.err.find("--force"), std::string::npos) << big.r.err;
+  EXPECT_EQ(big.r.out, "");
+  EXPECT_LT(big.seconds, 10.0);
+  const Timed ok = run("lm", {"train", "--text", tmp / "text.txt", "--context", "16", "--d-model", "16", "--heads", "2",
+                              "--d-ff", "32", "--layers", "1", "--batch-size", "4", "--steps", "1", "--warmup", "0",
+                              "--eval-every", "0", "--eval-size", "2", "--samples", "0", "--threads", "1", "--quiet",
+                              "--force"}, tmp.path);
+  ASSERT_EQ(ok.r.code, 0) << ok.r.err;
+  EXPECT_NE(ok.r.out.find(" | memory ~"), std::string::npos) << ok.r.out;
+}
+
 }  // namespace
 }  // namespace attograd

@@ -159,7 +159,7 @@ TEST_F(TranslateProgram, ShortTrainingLearnsThenEvalAndTranslateAgree) {
   const ProgramOutcome u = run({"translate", "--checkpoint", ck, "seventy-one zillion"});
   ASSERT_EQ(u.code, 0) << u.err;
   EXPECT_EQ(lines_of(u.out).size(), 1u);
-  EXPECT_NE(u.err.find("line 1: unknown word 'zillion' read as <unk>"), std::string::npos) << u.err;
+  EXPECT_NE(u.err.find("line 1: unknown word \"zillion\" read as <unk>"), std::string::npos) << u.err;
 
   // Attention pictures: (1 encoder self + 1 decoder self + 1 cross) x 2 heads, and an index.
   const std::string pics = dir_ + "/attention";
@@ -241,6 +241,7 @@ TEST_F(TranslateProgram, BadInputGetsOneLineAndExitCode2) {
   const std::string bad_data = dir_ + "/bad";
   fs::create_directories(bad_data);
   write_text(bad_data + "/train.tsv", "#number\ten\tfr\n1\tone\n");
+  fs::create_directories(bad_data + "/d/train.tsv");
   write_text(dir_ + "/empty.txt", "");
   struct Case {
     std::string name;
@@ -256,16 +257,20 @@ TEST_F(TranslateProgram, BadInputGetsOneLineAndExitCode2) {
       {"no checkpoint flag", {"translate", "one"}, "", "--checkpoint is required"},
       {"missing checkpoint", {"translate", "--checkpoint", dir_ + "/none", "one"}, "", "none"},
       {"empty stdin", {"translate", "--checkpoint", ck}, "", "no input; hint"},
-      {"empty line", {"translate", "--checkpoint", ck}, "one\n\ntwo\n", "input line 2 is empty"},
-      {"blank argument", {"translate", "--checkpoint", ck, "  "}, "", "input line 1 is empty"},
-      {"only punctuation", {"translate", "--checkpoint", ck, " , . "}, "", "input line 1 is empty"},
+      {"only blank lines", {"translate", "--checkpoint", ck}, "\n  \n", "no sentence to translate: 2 blank lines"},
+      {"blank argument", {"translate", "--checkpoint", ck, "  "}, "", "no sentence to translate: 1 blank line"},
+      {"only punctuation", {"translate", "--checkpoint", ck, " , . "}, "", "input line 1 (\" , . \") has no words"},
       {"only unknown words", {"translate", "--checkpoint", ck, "zillion"}, "",
-       "input line 1 ('zillion') has no word the model knows; it reads whole numbers from 0 to 999,999 in English words "
-       "or digits"},
+       "input line 1 (\"zillion\") has no word the model knows; it reads whole numbers from 0 to 999,999 in English "
+       "words or digits"},
       {"digits beyond the corpus", {"translate", "--checkpoint", ck}, "one\n3,485,000\n",
-       "input line 2 ('3,485,000') has no word the model knows"},
+       "input line 2 (\"3,485,000\") has no word the model knows"},
       {"empty --input", {"translate", "--checkpoint", ck, "--input", dir_ + "/empty.txt"}, "", "is empty"},
-      {"missing --input", {"translate", "--checkpoint", ck, "--input", dir_ + "/nope.txt"}, "", "cannot read --input"},
+      {"missing --input", {"translate", "--checkpoint", ck, "--input", dir_ + "/nope.txt"}, "", "cannot open"},
+      {"--input a directory", {"translate", "--checkpoint", ck, "--input", dir_}, "", "is a directory"},
+      {"--input a device", {"translate", "--checkpoint", ck, "--input", "/dev/zero"}, "", "is a character device"},
+      {"--split a device", {"eval", "--checkpoint", ck, "--split", "/dev/zero"}, "", "is a character device"},
+      {"--data a directory of directories", {"train", "--data", bad_data + "/d"}, "", "is a directory"},
       {"arguments and --input", {"translate", "--checkpoint", ck, "--input", dir_ + "/empty.txt", "one"}, "", "not both"},
       {"beam 0", {"translate", "--checkpoint", ck, "--beam", "0", "one"}, "", "--beam must be in [1, 64], got 0"},
       {"negative length penalty", {"translate", "--checkpoint", ck, "--length-penalty", "-1", "one"}, "", "--length-penalty"},
@@ -290,6 +295,37 @@ TEST_F(TranslateProgram, BadInputGetsOneLineAndExitCode2) {
   const ProgramOutcome r = run({"translate", "--checkpoint", ck, long_sentence});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("input line 1 has 50 tokens; the model accepts at most 38"), std::string::npos) << r.err;
+}
+
+// Input as it comes from files and terminals: blank lines keep their place,
+// and what the user typed is shown escaped in messages, never raw.
+TEST_F(TranslateProgram, BlankLinesAndControlCharactersInInput) {
+  const std::string ck = dir_ + "/ck";
+  train_small(ck, {"--steps", "2", "--warmup", "1", "--eval-size", "4"});
+  const ProgramOutcome one = run({"translate", "--checkpoint", ck, "one"});
+  const ProgramOutcome two = run({"translate", "--checkpoint", ck, "two"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  // A blank line, inside or at the end, is an empty output line: output line N is input line N.
+  const std::string input = "one\n\n  \ntwo\r\n\n";
+  write_text(dir_ + "/in.txt", input);
+  for (const ProgramOutcome& r : {run({"translate", "--checkpoint", ck}, input),
+                                  run({"translate", "--checkpoint", ck, "--input", dir_ + "/in.txt"})}) {
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(r.out, one.out + "\n\n" + two.out + "\n");
+  }
+  // Control characters, a bidi override and a NUL: escaped in the warning and
+  // the error, which name the words as they are and are not cut at the NUL.
+  const ProgramOutcome w = run({"translate", "--checkpoint", ck}, "one \x01two \x1bhundred \x7f \xE2\x80\xAEzz\n");
+  ASSERT_EQ(w.code, 0) << w.err;
+  EXPECT_EQ(w.err, "translate: warning: line 1: unknown words \"\\x01two\", \"\\x1bhundred\", \"\\x7f\", "
+                   "\"\\u202ezz\" read as <unk>\n");
+  const ProgramOutcome n = run({"translate", "--checkpoint", ck}, std::string("one\0two\x1b[31m\n", 13));
+  attograd::testing::expect_one_line_error(n, "translate", "input line 1 (\"one\\x00two\\x1b[31m\") has no word");
+  EXPECT_NE(n.err.find("or 3485\n"), std::string::npos) << n.err;  // the whole message
+  for (const ProgramOutcome* r : {&w, &n})
+    for (const char raw : {'\x01', '\x1b', '\x7f', '\0'}) EXPECT_EQ(r->err.find(raw), std::string::npos) << r->err;
+  EXPECT_EQ(w.err.find("\xE2\x80\xAE"), std::string::npos);
 }
 
 }  // namespace

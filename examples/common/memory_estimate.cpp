@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <attograd/autograd/error.h>
+#include <attograd/autograd/io/safetensors.h>
 
 namespace attograd {
 
@@ -50,6 +51,23 @@ MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batc
   return m;
 }
 
+MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch, int optimizer_buffers) {
+  const double tokens = static_cast<double>(batch) * static_cast<double>(c.context);
+  const double E = static_cast<double>(c.d_model), F = static_cast<double>(c.d_ff), H = static_cast<double>(c.heads);
+  const double V = static_cast<double>(c.vocab);
+  double elements = tokens * (4 * E + 3 * V + static_cast<double>(c.layers) * (11 * E + F + 2 * H));
+  if (c.dropout > 0) elements *= 1.25;
+  MemoryEstimate m;
+  m.parameters = c.parameter_count();
+  const double p = static_cast<double>(m.parameters) * kFloatBytes;
+  const bool sinusoidal = c.positions != PositionalEncoding::Kind::learned;
+  m.weights = p + (sinusoidal ? static_cast<double>(c.context) * E * kFloatBytes : 0);
+  m.gradients = p;
+  m.optimizer = optimizer_buffers * p;
+  m.activations = elements * kFloatBytes;
+  return m;
+}
+
 std::string format_bytes(double b) {
   if (b >= 1e12) return fmt::format("{:.1f} TB", b / 1e12);
   if (b >= 1e9) return fmt::format("{:.1f} GB", b / 1e9);
@@ -73,6 +91,14 @@ std::optional<double> memory_available() {
   }
   return std::nullopt;
 }
+
+uint64_t text_input_limit(std::optional<double> available) {
+  constexpr uint64_t kFloor = uint64_t{64} << 20;
+  if (!available || *available / 8 >= static_cast<double>(kReadFileLimit)) return kReadFileLimit;
+  return std::max(kFloor, static_cast<uint64_t>(*available / 8));
+}
+
+uint64_t text_input_limit() { return text_input_limit(memory_available()); }
 
 void check_memory_fits(const MemoryEstimate& e, std::optional<double> available, bool force) {
   if (force || !available || e.total() <= *available) return;

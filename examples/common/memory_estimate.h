@@ -38,6 +38,7 @@
 #include <optional>
 #include <string>
 
+#include <attograd/nn/gpt.h>
 #include <attograd/nn/transformer.h>
 
 namespace attograd {
@@ -59,6 +60,25 @@ int64_t transformer_parameter_count(const TransformerConfig& c);
 MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len,
                                         int optimizer_buffers = 2);
 
+// lm's GPT, trained on batches of `batch` windows of c.context tokens.
+// Weights, gradients and optimizer state as above (P = c.parameter_count(),
+// plus the sinusoidal table context·E when positions are not learned);
+// activations, in elements, per token (B·T of them):
+//   embeddings   2E (the sum and its dropout input)
+//   per block    11E + F + 2H (LN1 input and output, Q K V, the merged heads,
+//                the projection and the residual sum; LN2's output, the MLP's
+//                hidden layer, its output and the residual sum; the attention
+//                keeps two row statistics per head, not its weights)
+//   final        2E (LNf input and output) and 3V (logits, log-softmax, their gradient)
+// with dropout > 0 all of it times 1.25, as above. The backward frees the
+// forward's as it goes, so no more is added for it. Measured (1 thread, 3
+// steps, --eval-size 1) against peak RSS less lm's 24 MB without a model: the
+// estimate is 0.91x (E 64, 2 layers, B·T 512), 0.99x (E 128, 4 layers,
+// B·T 4096), 1.00x (E 256, 4 layers, B·T 4096), 1.04x (E 96, 3 layers, V 1000)
+// and 1.18x with dropout 0.1. The evaluation pass, in batches of the same
+// size, adds up to about 0.2x in the caching allocator (see above).
+MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch, int optimizer_buffers = 2);
+
 // MemAvailable of /proc/meminfo in bytes; nullopt where it cannot be read.
 std::optional<double> memory_available();
 
@@ -68,5 +88,12 @@ std::optional<double> memory_available();
 void check_memory_fits(const MemoryEstimate& e, std::optional<double> available, bool force);
 
 std::string format_bytes(double bytes);  // "512 B", "14.2 MB", "137.5 GB", "7.7 TB"
+
+// The most bytes a program reads from one text input (lm --text, translate
+// --input and corpora), read_file_bytes' bound: an eighth of `available` (a
+// text beside its 4-byte token ids takes about 5 times its size), at least
+// 64 MiB, and kReadFileLimit when `available` is unknown or larger.
+uint64_t text_input_limit(std::optional<double> available);
+uint64_t text_input_limit();  // with memory_available()
 
 }  // namespace attograd

@@ -56,14 +56,28 @@ void add_memory_flags(cxxopts::Options& o) {
   o.add_options("training")("force", "train even when the memory estimate (start-up header) exceeds the available memory");
 }
 
-std::string check_training_memory(const cxxopts::ParseResult& r, const TransformerConfig& c, const TrainOptions& t,
-                                  int64_t src_len, int64_t tgt_len) {
-  const int buffers = find_choice(optimizer_choices(), t.optimizer, "optimizer").state_buffers;
-  const MemoryEstimate e = estimate_training_memory(c, t.batch_size, src_len, tgt_len, buffers);
+namespace {
+
+std::string check_memory(const cxxopts::ParseResult& r, const MemoryEstimate& e) {
   const std::optional<double> available = memory_available();
   check_memory_fits(e, available, r.count("force") > 0);
   return fmt::format("memory ~{} ({} available)", format_bytes(e.total()),
                      available ? format_bytes(*available) : std::string("unknown"));
+}
+
+int optimizer_buffers(const TrainOptions& t) {
+  return find_choice(optimizer_choices(), t.optimizer, "optimizer").state_buffers;
+}
+
+}  // namespace
+
+std::string check_training_memory(const cxxopts::ParseResult& r, const TransformerConfig& c, const TrainOptions& t,
+                                  int64_t src_len, int64_t tgt_len) {
+  return check_memory(r, estimate_training_memory(c, t.batch_size, src_len, tgt_len, optimizer_buffers(t)));
+}
+
+std::string check_training_memory(const cxxopts::ParseResult& r, const GPTConfig& c, const TrainOptions& t) {
+  return check_memory(r, estimate_training_memory(c, t.batch_size, optimizer_buffers(t)));
 }
 
 }  // namespace attograd

@@ -29,5 +29,7 @@ void add_memory_flags(cxxopts::Options& o);
 // "memory ~14.2 MB (20.5 GB available)".
 std::string check_training_memory(const cxxopts::ParseResult& r, const TransformerConfig& c, const TrainOptions& t,
                                   int64_t src_len, int64_t tgt_len);
+// The same for lm's GPT on batches of t.batch_size windows of c.context tokens.
+std::string check_training_memory(const cxxopts::ParseResult& r, const GPTConfig& c, const TrainOptions& t);
 
 }  // namespace attograd

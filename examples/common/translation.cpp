@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <attograd/data/bleu.h>
+#include <attograd/autograd/io/safetensors.h>
 #include <attograd/data/number_words.h>
 #include "examples/common/checkpoint_model.h"
+#include "examples/common/memory_estimate.h"
 
 namespace attograd {
 
@@ -46,7 +48,7 @@ ParallelText read_split(const std::string& data_dir, const std::string& split, c
     fail<IOError>("data", "{} does not exist; hint: {}", path,
                   is_path ? "check the path" : "the split is train, valid, test or gen, and --data the corpus directory "
                                                "(data/numbers in the repository, share/attograd/numbers when installed)");
-  ParallelText text = read_parallel_tsv(path, kNumberSourceLanguage, lang);
+  ParallelText text = parse_parallel_tsv(read_file_bytes(path, text_input_limit()), kNumberSourceLanguage, lang, path);
   for (std::string& s : text.sources) s = normalize_number_words(s);
   return text;
 }
@@ -67,7 +69,7 @@ VectorDataset Translator::encode(const ParallelText& text) const {
 std::vector<int64_t> Translator::encode_input(std::string_view line, int64_t line_number,
                                              std::vector<std::string>& unknown) const {
   const std::vector<std::string> words = src_tok->split(normalize_number_words(line));
-  if (words.empty()) fail<ValueError>("translate", "input line {} is empty", line_number);
+  if (words.empty()) fail<ValueError>("translate", "input line {} ({:?}) has no words", line_number, line);
   std::vector<int64_t> ids = src_vocab.encode(words);
   bool knows_a_word = false;
   for (size_t k = 0; k < ids.size(); ++k) {
@@ -75,7 +77,7 @@ std::vector<int64_t> Translator::encode_input(std::string_view line, int64_t lin
     else knows_a_word |= words[k] != "-";
   }
   if (!knows_a_word)
-    fail<ValueError>("translate", "input line {} ('{}') has no word the model knows; it reads whole numbers from 0 to "
+    fail<ValueError>("translate", "input line {} ({:?}) has no word the model knows; it reads whole numbers from 0 to "
                      "{},{:03} in English words or digits, e.g. 'three thousand four hundred and eighty-five' or 3485",
                      line_number, line, kMaxNumberWords / 1000, kMaxNumberWords % 1000);
   return ids;

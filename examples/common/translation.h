@@ -32,6 +32,7 @@ struct TranslationTask {
 std::string default_corpus_dir();
 
 // A split of the corpus: a name in data_dir (train, valid, test, gen) or a path to a TSV file.
+// Read with read_file_bytes' bound text_input_limit() (memory_estimate.h).
 // Its English sources are normalised as translate normalises its input
 // (normalize_number_words, data/number_words.h), so training, eval and
 // translate read the same text.
@@ -51,7 +52,8 @@ struct Translator {
   // One input line (line_number counts from 1, for messages) as the model
   // reads it: normalised, split, mapped to ids. `unknown` receives the words
   // read as <unk>. ValueError when the line has no words, or none the model
-  // knows (then the model would only guess).
+  // knows (then the model would only guess); the line is shown escaped
+  // (fmt's "{:?}": control characters, bidi overrides and NUL as \x1b, \u202e, \x00).
   std::vector<int64_t> encode_input(std::string_view line, int64_t line_number, std::vector<std::string>& unknown) const;
   std::string show_target(const std::vector<int64_t>& ids) const;
   std::string show_source(const std::vector<int64_t>& ids) const;

@@ -98,6 +98,7 @@ cxxopts::Options make_options(const std::string& mode) {
        cxxopts::value<std::string>()->default_value(""));
   o.add_options()("h,help", "show this help");
   add_train_flags(o, default_training());
+  add_memory_flags(o);
   return o;
 }
 
@@ -114,11 +115,14 @@ std::string read_fortunes() {
                   "install fortunes-min fortunes), or pass --text FILE", kFortunesDir);
   std::sort(files.begin(), files.end());
   std::string text;
-  for (const auto& f : files) text += read_file_bytes(f);
+  for (const auto& f : files) text += read_file_bytes(f, text_input_limit());
   return text;
 }
 
-std::string read_data(const std::string& path) { return path.empty() ? read_fortunes() : read_file_bytes(path); }
+// The --text file (a regular file or a pipe, at most text_input_limit() bytes), or the fortunes.
+std::string read_data(const std::string& path) {
+  return path.empty() ? read_fortunes() : read_file_bytes(path, text_input_limit());
+}
 
 GPTConfig model_from(const cxxopts::ParseResult& r) {
   GPTConfig c = default_model();
@@ -204,8 +208,11 @@ void write_lm_attention(GPT& model, const LMTokenizer& tok, std::vector<int32_t>
   fmt::print(stderr, "lm: wrote {} attention heatmaps and index.html to {}\n", pics.maps.size(), dir);
 }
 
+// The text's absolute path, so that `lm eval` finds it from any directory.
 nlohmann::json task_json(const cxxopts::ParseResult& r, const std::string& data, const LMTokenizer& tok, double heldout) {
-  return {{"task", "lm"}, {"data", data.empty() ? std::string("fortunes") : data}, {"tokenizer", tok.kind()},
+  const std::string where =
+      data.empty() ? std::string("fortunes") : std::filesystem::absolute(data).lexically_normal().string();
+  return {{"task", "lm"}, {"data", where}, {"tokenizer", tok.kind()},
           {"vocab_size", tok.vocab_size()}, {"heldout", heldout}, {"seed", r["seed"].as<uint64_t>()}};
 }
 
@@ -218,6 +225,12 @@ int train(const cxxopts::ParseResult& r) {
   to.vocab_size = r["vocab-size"].as<int64_t>();
   if (to.vocab_size == 0 && to.kind != "char") to.vocab_size = 1000;
   check_outputs_writable(opt);
+  {
+    // Before the text is read, with the vocabulary the flags give (char: at least 1 token); again once it is known.
+    GPTConfig at_least = cfg;
+    at_least.vocab = std::max<int64_t>(to.vocab_size, 1);
+    check_training_memory(r, at_least, opt);
+  }
   claim_checkpoint_dir(opt);  // before the directory's tokenizer is read or written
   const std::string kernel = configure_threads(opt.threads);
 
@@ -231,6 +244,7 @@ int train(const cxxopts::ParseResult& r) {
     data = std::make_unique<TokenWindows>(tok->encode(text), cfg.context, heldout);
   }
   cfg.vocab = tok->vocab_size();
+  const std::string memory = check_training_memory(r, cfg, opt);
   if (!opt.checkpoint_dir.empty() && !opt.resume && dist::world().rank() == 0) tok->save(opt.checkpoint_dir);
 
   Generator init_gen(opt.seed);
@@ -238,10 +252,10 @@ int train(const cxxopts::ParseResult& r) {
   auto dropout_gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xd50u));
   GPT model(cfg, init_gen, dropout_gen);
   fmt::print("lm: {} | {} tokens ({} train, {} held out), tokenizer {} with {} tokens | model {} parameters "
-             "({} layers, d_model {}, {} heads, context {}) | {} thread(s), BLAS kernel {}\n",
+             "({} layers, d_model {}, {} heads, context {}) | {} | {} thread(s), BLAS kernel {}\n",
              path.empty() ? std::string("fortunes") : path, data->ids().size(), data->train_tokens(),
              data->heldout_tokens(), tok->kind(), tok->vocab_size(), model.num_parameters(), cfg.layers, cfg.d_model,
-             cfg.heads, cfg.context, opt.threads, kernel);
+             cfg.heads, cfg.context, memory, opt.threads, kernel);
   fmt::print("unigram baseline: held-out loss {:.4f}\n", unigram_baseline(*data, cfg.vocab));
   std::fflush(stdout);
 
@@ -308,6 +322,9 @@ int eval(const cxxopts::ParseResult& r) {
   } catch (const nlohmann::json::exception& e) {
     fail<IOError>("checkpoint", "bad task metadata: {}", e.what());
   }
+  if (r["text"].as<std::string>().empty() && !path.empty() && !std::filesystem::exists(path))
+    fail<IOError>("eval", "the checkpoint's training text {} is missing; hint: pass --text FILE, the text to evaluate on",
+                  path);
   const TokenWindows data(l.tokenizer->encode(read_data(path)), l.model->config.context, heldout);
   const LMEval e = evaluate_lm(*l.model, data, *l.tokenizer, r.count("eval-size") ? r["eval-size"].as<int64_t>() : 0,
                                batch, dist::world());

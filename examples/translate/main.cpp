@@ -11,11 +11,18 @@
 // Every source, from the corpus or typed, is first normalised to the corpus
 // form (data/number_words.h): "Three thousand, four hundred" and "3400" read as
 // "three thousand four hundred".
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
 
 #include <fmt/format.h>
+
+#include <attograd/autograd/io/safetensors.h>
 
 #include <attograd/data/bleu.h>
 #include <attograd/data/parallel.h>
@@ -92,7 +99,8 @@ cxxopts::Options make_options(const std::string& mode) {
         ("samples", "wrong translations to show", cxxopts::value<int64_t>()->default_value("5"));
   } else {
     o.add_options("input")
-        ("input", "read sentences from this file, one per line", cxxopts::value<std::string>()->default_value(""))
+        ("input", "read sentences from this file, one per line (as from stdin); a blank line gives an empty output "
+         "line, so output line N translates input line N", cxxopts::value<std::string>()->default_value(""))
         ("attention-out", "write attention heatmaps (SVG) and index.html for the one sentence to this directory",
          cxxopts::value<std::string>()->default_value(""));
     o.positional_help("[sentences...]");
@@ -205,23 +213,68 @@ int eval(const cxxopts::ParseResult& r) {
   return 0;
 }
 
-std::vector<std::string> input_lines(const cxxopts::ParseResult& r, const std::vector<std::string>& sentences) {
+// Standard input up to max_bytes. A device other than a terminal (< /dev/zero) is refused, as read_file_bytes refuses one.
+std::string read_stdin(uint64_t max_bytes) {
+  struct stat st {};
+  if (::fstat(STDIN_FILENO, &st) == 0 && S_ISCHR(st.st_mode) && !::isatty(STDIN_FILENO))
+    fail<IOError>("translate", "standard input is a character device, expected a file, a pipe or a terminal; hint: "
+                  "pass sentences as arguments, one per line on stdin, or --input FILE");
+  std::string text;
+  char chunk[1 << 16];
+  while (const size_t n = std::fread(chunk, 1, sizeof chunk, stdin)) {
+    if (text.size() + n > max_bytes)
+      fail<IOError>("translate", "standard input is longer than {} bytes; hint: pass fewer sentences at once", max_bytes);
+    text.append(chunk, n);
+  }
+  if (std::ferror(stdin)) fail<IOError>("translate", "cannot read standard input: {}", std::strerror(errno));
+  return text;
+}
+
+// The text's lines, without "\n" (or "\r\n"); a last line without its "\n" counts.
+std::vector<std::string> split_lines(std::string_view text) {
   std::vector<std::string> lines;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t end = std::min(text.find('\n', pos), text.size());
+    std::string_view line = text.substr(pos, end - pos);
+    if (line.ends_with('\r')) line.remove_suffix(1);
+    lines.emplace_back(line);
+    pos = end + 1;
+  }
+  return lines;
+}
+
+std::vector<std::string> input_lines(const cxxopts::ParseResult& r, const std::vector<std::string>& sentences) {
   const std::string file = r["input"].as<std::string>();
   if (!file.empty() && !sentences.empty())
     fail<ValueError>("flags", "give sentences either as arguments or with --input, not both");
   if (!sentences.empty()) return sentences;
   if (!file.empty()) {
-    std::ifstream in(file);
-    if (!in) fail<IOError>("translate", "cannot read --input {}", file);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    std::vector<std::string> lines = split_lines(read_file_bytes(file, text_input_limit()));
     if (lines.empty()) fail<ValueError>("translate", "--input {} is empty", file);
     return lines;
   }
-  for (std::string line; std::getline(std::cin, line);) lines.push_back(line);
+  std::vector<std::string> lines = split_lines(read_stdin(text_input_limit()));
   if (lines.empty())
     fail<ValueError>("translate", "no input; hint: pass sentences as arguments, one per line on stdin, or --input FILE");
   return lines;
+}
+
+// Nothing but whitespace: translated as an empty line.
+bool is_blank(std::string_view line) { return line.find_first_not_of(" \t\r\v\f") == std::string_view::npos; }
+
+// The line's source ids, empty for a blank line; warns of unknown words (shown escaped, as fmt's "{:?}").
+std::vector<int64_t> encode_line(const Translator& tr, const std::string& line, int64_t number, int64_t max_len) {
+  if (is_blank(line)) return {};
+  std::vector<std::string> unknown;
+  std::vector<int64_t> ids = tr.encode_input(line, number, unknown);
+  for (std::string& w : unknown) w = fmt::format("{:?}", w);
+  if (!unknown.empty())
+    fmt::print(stderr, "translate: warning: line {}: unknown word{} {} read as <unk>\n", number,
+               unknown.size() > 1 ? "s" : "", fmt::join(unknown, ", "));
+  if (static_cast<int64_t>(ids.size()) + 2 > max_len)
+    fail<ValueError>("translate", "input line {} has {} tokens; the model accepts at most {}", number, ids.size(),
+                     max_len - 2);
+  return ids;
 }
 
 int translate(const cxxopts::ParseResult& r, const std::vector<std::string>& sentences) {
@@ -237,19 +290,15 @@ int translate(const cxxopts::ParseResult& r, const std::vector<std::string>& sen
 
   // Check every line before printing anything, so a bad line leaves no partial output.
   std::vector<std::vector<int64_t>> sources;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    std::vector<std::string> unknown;
-    std::vector<int64_t> ids = l.tr.encode_input(lines[i], static_cast<int64_t>(i) + 1, unknown);
-    for (std::string& w : unknown) w = "'" + w + "'";
-    if (!unknown.empty())
-      fmt::print(stderr, "translate: warning: line {}: unknown word{} {} read as <unk>\n", i + 1,
-                 unknown.size() > 1 ? "s" : "", fmt::join(unknown, ", "));
-    if (static_cast<int64_t>(ids.size()) + 2 > l.model->config.max_len)
-      fail<ValueError>("translate", "input line {} has {} tokens; the model accepts at most {}", i + 1, ids.size(),
-                       l.model->config.max_len - 2);
-    sources.push_back(std::move(ids));
-  }
+  for (size_t i = 0; i < lines.size(); ++i)
+    sources.push_back(encode_line(l.tr, lines[i], static_cast<int64_t>(i) + 1, l.model->config.max_len));
+  if (std::all_of(sources.begin(), sources.end(), [](const auto& ids) { return ids.empty(); }))
+    fail<ValueError>("translate", "no sentence to translate: {} blank line{}", lines.size(), lines.size() > 1 ? "s" : "");
   for (const auto& ids : sources) {
+    if (ids.empty()) {
+      fmt::print("\n");
+      continue;
+    }
     std::vector<int64_t> src_ids = ids;
     src_ids.push_back(kEosId);
     Tensor src = Tensor::from_vector(src_ids, {1, static_cast<int64_t>(src_ids.size())});
