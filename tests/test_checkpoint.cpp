@@ -7,11 +7,13 @@
 //
 // Shape legend: B batch, S source length, T target length, V vocab.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <attograd/autograd/io/safetensors.h>
 #include <attograd/autograd/ops/loss.h>
@@ -327,6 +329,200 @@ TEST(Checkpoint, MissingOrCorruptFilesAreIOErrorsNamingTheFile) {
   expect_has(load_msg(dir.path, false), "config");
 }
 
+// ---- one run, one checkpoint: steps, run ids, checksums ----------------------------------------
+
+namespace {
+
+// A step-N checkpoint of run `run` in dir (the dummy state of save_dummy).
+void save_run(const std::string& dir, int64_t step, const std::string& run, int64_t keep_last = 10) {
+  TensorMap model{{"w", Tensor::full({2, 3}, static_cast<double>(step))}};
+  TensorMap optim{{"state.0.step", Tensor::from_vector(std::vector<int64_t>{step}, {})}};
+  CheckpointMeta m;
+  m.config = {{"d_model", 4}};
+  m.vocab_src = m.vocab_tgt = {"<pad>", "<bos>", "<eos>", "<unk>", "x"};
+  m.task = {{"task", "copy"}};
+  m.program = "copy_task";
+  m.run_id = run;
+  save_checkpoint(dir, model, optim, m, progress_at(step), keep_last);
+}
+
+// Rewrites a safetensors file with `edit` applied to its tensors and metadata.
+void edit_file(const std::string& path, const std::function<void(SafetensorsData&)>& edit) {
+  SafetensorsData d = load_safetensors(path);
+  edit(d);
+  save_safetensors(path, d.tensors, d.metadata);
+}
+
+std::string load_error(const std::string& path, bool train = true) {
+  return error_message<IOError>([&] { load_checkpoint(path, train); });
+}
+
+void expect_parts(const std::string& msg, std::initializer_list<std::string> parts) {
+  for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+}
+
+}  // namespace
+
+TEST(Checkpoint, BothFilesRecordTheRunProgramAndAChecksum) {
+  TempDir dir;
+  save_run(dir.path, 3, "0123456789abcdef");
+  for (const char* kind : {"model", "train"}) {
+    const Metadata md = load_safetensors(step_file(dir, 3, kind)).metadata;
+    EXPECT_EQ(md.at("run"), "0123456789abcdef") << kind;
+    EXPECT_EQ(md.at("crc32").size(), 8u) << kind;
+  }
+  const Checkpoint c = load_checkpoint(dir.path, true);
+  EXPECT_EQ(c.meta.run_id, "0123456789abcdef");
+  EXPECT_EQ(c.meta.program, "copy_task");
+}
+
+TEST(Checkpoint, FlippedTensorBytesFailTheChecksum) {
+  // Probe W17: four flipped bytes in tensor data loaded without a word.
+  TempDir dir;
+  save_run(dir.path, 3, "r1");
+  for (const char* kind : {"model", "train"}) {
+    const std::string path = step_file(dir, 3, kind), good = read_file_bytes(path);
+    std::string bad = good;
+    for (size_t i = bad.size() - 12; i < bad.size() - 8; ++i) bad[i] = static_cast<char>(bad[i] ^ 0x5a);
+    write_bytes(path, bad);
+    expect_parts(load_error(dir.path), {path, "data does not match its checksum", "the file is corrupt"});
+    write_bytes(path, good);
+  }
+  // A file written before checksums loads.
+  for (const char* kind : {"model", "train"})
+    edit_file(step_file(dir, 3, kind), [](SafetensorsData& d) { d.metadata.erase("crc32"); });
+  EXPECT_EQ(load_checkpoint(dir.path, true).progress.step, 3);
+}
+
+TEST(Checkpoint, ARenamedOrEditedTrainFileIsRefusedNamingBothFiles) {
+  // Probe B11: a step-15 train file renamed to step 20 resumed at step 15 with
+  // step-20 weights; train.step -5 or 2^62 resumed too.
+  TempDir dir;
+  save_run(dir.path, 15, "r1");
+  save_run(dir.path, 20, "r1");
+  const std::string model20 = step_file(dir, 20, "model"), train20 = step_file(dir, 20, "train");
+  const std::string good = read_file_bytes(train20);
+  fs::copy_file(step_file(dir, 15, "train"), train20, fs::copy_options::overwrite_existing);
+  expect_parts(load_error(dir.path), {train20 + " (train.step 15)", model20 + " (step 20)", "are not one checkpoint"});
+
+  for (const int64_t step : {int64_t{-5}, int64_t{1} << 62}) {
+    write_bytes(train20, good);
+    edit_file(train20, [&](SafetensorsData& d) {  // as an editor would: no checksum left to betray it
+      d.tensors["train.step"] = Tensor::from_vector(std::vector<int64_t>{step}, {});
+      d.metadata.erase("crc32");
+    });
+    expect_parts(load_error(dir.path), {train20});
+  }
+  write_bytes(train20, good);
+  // Both files renamed: the names no longer say the steps they hold.
+  const std::string model30 = dir / "step-00000030.model.safetensors", train30 = dir / "step-00000030.train.safetensors";
+  fs::rename(model20, model30);
+  fs::rename(train20, train30);
+  expect_parts(load_error(dir.path), {train30, "holds step 20, but its name says step 30"});
+  fs::remove(train30);
+  expect_parts(load_error(model30, false), {model30, "holds step 20, but its name says step 30"});
+  fs::rename(model30, model20);
+  write_bytes(train30, good);
+  fs::rename(train30, train20);
+  EXPECT_EQ(load_checkpoint(dir.path, true).progress.step, 20);
+}
+
+TEST(Checkpoint, ATrainFileOfAnotherRunIsRefused) {
+  TempDir a, b;
+  save_run(a.path, 5, "aaaa");
+  save_run(b.path, 5, "bbbb");
+  fs::copy_file(step_file(b, 5, "train"), step_file(a, 5, "train"), fs::copy_options::overwrite_existing);
+  expect_parts(load_error(a.path), {step_file(a, 5, "train") + " (run bbbb)", step_file(a, 5, "model") + " (run aaaa)",
+                                    "two different runs"});
+  // Checkpoints written before run ids load.
+  for (const char* kind : {"model", "train"})
+    edit_file(step_file(a, 5, kind), [](SafetensorsData& d) { d.metadata.erase("run"); });
+  EXPECT_EQ(load_checkpoint(a.path, true).progress.step, 5);
+}
+
+TEST(Checkpoint, PruningTouchesOnlyTheRunsOwnCheckpoints) {
+  // Probe B3: --keep-last counted the other run's newer checkpoints and
+  // deleted the new run's own right after writing them.
+  TempDir dir;
+  for (int64_t s : {4, 5, 6}) save_run(dir.path, s, "old");
+  for (int64_t s : {1, 2, 3}) save_run(dir.path, s, "new", /*keep_last=*/1);
+  EXPECT_EQ(list_checkpoints(dir.path), (std::vector<int64_t>{3, 4, 5, 6}));
+  save_dummy(dir.path, 7, 2);  // a checkpoint without a run id prunes those without one only
+  EXPECT_EQ(list_checkpoints(dir.path), (std::vector<int64_t>{3, 4, 5, 6, 7}));
+}
+
+TEST(Checkpoint, AReaderOfAnotherTaskNamesTheProgramThatWroteTheFile) {
+  // Probe W4: "GPTConfig: bad config JSON: [json.exception.out_of_range.403] key 'vocab' not found".
+  TempDir dir;
+  save_run(dir.path, 2, "r");
+  const std::string msg =
+      error_message<IOError>([&] { load_checkpoint(dir.path, false, CheckpointReader{"lm", "lm"}); });
+  expect_parts(msg, {step_file(dir, 2, "model") + " was written by copy_task (task 'copy'), not by lm"});
+  EXPECT_EQ(load_checkpoint(dir.path, false, CheckpointReader{"copy_task", "copy"}).progress.step, 2);
+}
+
+// ---- checkpoint directories ------------------------------------------------------------------
+
+TEST(RunDirectory, AFreshRunRefusesAnotherRunsFiles) {
+  TempDir dir;
+  {
+    const auto first = RunDirectory::claim(dir.path, DirMode::fresh);
+    EXPECT_FALSE(first->resumes());
+    EXPECT_EQ(first->run_id().size(), 16u);
+    first->record({{"program", "lm"}});
+    save_run(dir.path, 600, first->run_id());
+  }
+  const std::string msg = error_message<IOError>([&] { RunDirectory::claim(dir.path, DirMode::fresh); });
+  expect_parts(msg, {dir.path + " holds checkpoints of another run (lm, up to step 600); pass --resume to continue it, "
+                                "--overwrite to replace it, or another --checkpoint-dir"});
+  // Files of a run that wrote no checkpoint yet (lm's tokenizer) count too.
+  TempDir tok;
+  write_bytes(tok / "tokenizer.json", "{}");
+  expect_parts(error_message<IOError>([&] { RunDirectory::claim(tok.path, DirMode::fresh); }),
+               {tok.path + " holds files of another run"});
+}
+
+TEST(RunDirectory, ResumeContinuesTheNewestCheckpointsRun) {
+  TempDir dir;
+  save_run(dir.path, 4, "feedfacecafebeef");
+  const auto run = RunDirectory::claim(dir.path, DirMode::resume);
+  EXPECT_TRUE(run->resumes());
+  EXPECT_EQ(run->run_id(), "feedfacecafebeef");
+  EXPECT_EQ(run->note(), "");
+}
+
+TEST(RunDirectory, OverwriteRemovesTheOldRunsFilesOnly) {
+  TempDir dir;
+  save_run(dir.path, 4, "old");
+  mark_best(dir.path, 4);
+  write_bytes(dir / "tokenizer.json", "{}");
+  write_bytes(dir / "notes.txt", "mine");
+  const auto run = RunDirectory::claim(dir.path, DirMode::overwrite);
+  EXPECT_FALSE(run->resumes());
+  EXPECT_NE(run->run_id(), "old");
+  expect_parts(run->note(), {"removed 5 file(s) of the previous run"});
+  EXPECT_TRUE(list_checkpoints(dir.path).empty());
+  EXPECT_FALSE(has(dir / "best.model.safetensors"));
+  EXPECT_FALSE(has(dir / "tokenizer.json"));
+  EXPECT_EQ(read_file_bytes(dir / "notes.txt"), "mine");
+}
+
+TEST(RunDirectory, ResumeInANewDirectoryStartsANewRun) {
+  TempDir dir;
+  const auto run = RunDirectory::claim(dir / "new", DirMode::resume);
+  EXPECT_FALSE(run->resumes());
+  EXPECT_EQ(run->note(), "nothing to resume in " + (dir / "new") + ": starting a new run");
+}
+
+TEST(RunDirectory, ASecondRunWhileTheFirstHoldsTheLockIsRefusedNamingItsPid) {
+  TempDir dir;
+  auto first = RunDirectory::claim(dir.path, DirMode::fresh);
+  const std::string msg = error_message<IOError>([&] { RunDirectory::claim(dir.path, DirMode::resume); });
+  expect_parts(msg, {dir.path + " is in use by another training run (pid " + std::to_string(getpid()) + ")"});
+  first.reset();  // the lock goes with the run
+  EXPECT_FALSE(RunDirectory::claim(dir.path, DirMode::resume)->resumes());
+}
+
 // ---- exact resume and determinism of train_seq2seq ---------------------------------------------
 
 namespace {
@@ -430,8 +626,8 @@ TEST(Resume, FromAMidRunCheckpointWithATotalStepSchedule) {
   expect_same_losses(rest.losses, part(full.losses, 4, 2 * kHalf), "after step 4");
 }
 
-TEST(Resume, RefusesAMismatchingConfigOrAnEmptyDirectory) {
-  TempDir dir, empty;
+TEST(Resume, RefusesAMismatchingConfig) {
+  TempDir dir;
   tiny_run(resume_options(dir.path, 2, 5));
   TrainOptions o = resume_options(dir.path, 4, 5);
   o.resume = true;
@@ -439,10 +635,87 @@ TEST(Resume, RefusesAMismatchingConfigOrAnEmptyDirectory) {
   EXPECT_NE(msg.find("model config"), std::string::npos) << msg;
   EXPECT_NE(msg.find("\"d_model\":16"), std::string::npos) << msg;
   EXPECT_NE(msg.find("\"d_model\":8"), std::string::npos) << msg;
+}
 
-  o.checkpoint_dir = empty.path;
-  const std::string none = error_message<IOError>([&] { tiny_run(o); });
-  EXPECT_NE(none.find("no complete checkpoint"), std::string::npos) << none;
+TEST(Resume, ANewOrEmptyDirectoryStartsANewRunButAnIncompleteOneRefuses) {
+  // Probe W13: a job script may always pass --resume.
+  TempDir fresh, empty, broken;
+  const TrainSummary first = tiny_run(resume_options(fresh.path, 3, 5));
+  TrainOptions o = resume_options(empty.path, 3, 5);
+  o.resume = true;
+  const TrainSummary resumed = tiny_run(o);
+  EXPECT_EQ(resumed.trained, 3);
+  expect_same_losses(resumed.losses, first.losses, "a --resume into an empty directory");
+  o.checkpoint_dir = empty.path + "/new/deeper";
+  EXPECT_EQ(tiny_run(o).trained, 3);
+
+  for (const char* kind : {"model"}) fs::copy_file(step_file(fresh, 3, kind), step_file(broken, 3, kind));
+  o.checkpoint_dir = broken.path;
+  const std::string msg = error_message<IOError>([&] { tiny_run(o); });
+  EXPECT_NE(msg.find("no complete checkpoint"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("step-00000003.model.safetensors"), std::string::npos) << msg;
+}
+
+TEST(Resume, AFinishedRunIsEvaluatedNotTrained) {
+  // Probe B8: "held-out loss 0.0000" / "final loss nan" were invented.
+  TempDir dir;
+  const TrainSummary full = tiny_run(resume_options(dir.path, kHalf, 5));
+  ASSERT_GT(full.last_eval.loss, 0);
+  for (const int64_t steps : {kHalf, kHalf - 2}) {
+    TrainOptions o = resume_options(dir.path, steps, 5);
+    o.resume = true;
+    const TrainSummary again = tiny_run(o, /*scramble=*/true);
+    EXPECT_EQ(again.trained, 0);
+    EXPECT_EQ(again.steps, kHalf);  // the checkpoint's step, not --steps
+    EXPECT_TRUE(again.losses.empty());
+    EXPECT_EQ(again.last_eval.loss, full.last_eval.loss);  // the loaded model, really evaluated
+    EXPECT_EQ(again.last_eval.examples, full.last_eval.examples);
+  }
+  EXPECT_EQ(list_checkpoints(dir.path), (std::vector<int64_t>{kHalf}));  // nothing rewritten
+}
+
+TEST(Resume, TheLogDropsTheRecordsPastTheCheckpoint) {
+  // Probe W2: killed after step 10 with a checkpoint at step 8, the resumed
+  // run logged steps 9 and 10 a second time.
+  TempDir whole, killed;
+  TrainOptions o = resume_options(whole.path, 12, 5);
+  o.checkpoint_every = 4;
+  o.log_every = 1;
+  o.log_path = whole / "log.jsonl";
+  tiny_run(o);
+  const auto steps_logged = [](const std::string& path) {
+    std::vector<int64_t> steps;
+    for (const std::string& line : attograd::testing::lines_of(read_file_bytes(path)))
+      if (!nlohmann::json::parse(line).contains("eval_loss")) steps.push_back(nlohmann::json::parse(line).at("step"));
+    return steps;
+  };
+  std::vector<int64_t> once(12);
+  for (int64_t i = 0; i < 12; ++i) once[static_cast<size_t>(i)] = i + 1;
+  ASSERT_EQ(steps_logged(o.log_path), once);
+
+  for (const char* kind : {"model", "train"}) fs::copy_file(step_file(whole, 8, kind), step_file(killed, 8, kind));
+  std::string log;
+  for (const std::string& line : attograd::testing::lines_of(read_file_bytes(o.log_path)))
+    if (nlohmann::json::parse(line).at("step").get<int64_t>() <= 10) log += line + "\n";
+  write_bytes(killed / "log.jsonl", log + R"({"step": 11, "lo)");  // the kill cut the last record
+  o.checkpoint_dir = killed.path;
+  o.log_path = killed / "log.jsonl";
+  o.resume = true;
+  tiny_run(o);
+  EXPECT_EQ(steps_logged(o.log_path), once);
+  const auto before = attograd::testing::lines_of(read_file_bytes(whole / "log.jsonl"));
+  const auto after = attograd::testing::lines_of(read_file_bytes(o.log_path));
+  EXPECT_EQ(std::vector<std::string>(after.begin(), after.begin() + 8), std::vector<std::string>(before.begin(), before.begin() + 8));
+}
+
+TEST(Resume, AFailedLogWriteStopsTheRun) {
+  // Probe B7: on a full disk the log stopped silently, exit 0.
+  TempDir dir;
+  TrainOptions o = resume_options(dir.path, 3, 5);
+  o.log_every = 1;
+  o.log_path = "/dev/full";
+  const std::string msg = error_message<IOError>([&] { tiny_run(o); });
+  EXPECT_NE(msg.find("log: cannot write /dev/full: No space left on device"), std::string::npos) << msg;
 }
 
 TEST(Resume, EveryOptimizerInTheTableResumesExactly) {

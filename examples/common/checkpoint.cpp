@@ -186,25 +186,28 @@ void check_reader(const Checkpoint& c, const CheckpointReader& reader) {
 // both files' "step" and in train.step agree and is >= 0, and the runs match.
 void check_pair(const Checkpoint& c, const std::string& prefix, const FileStamp& model,
                 const std::optional<FileStamp>& train) {
-  const std::optional<int64_t> named = step_in_name(prefix);
-  auto check_step = [&](const std::string& file, std::optional<int64_t> step, const char* what) {
-    if (!step) return;
-    if (*step < 0) fail<IOError>("checkpoint", "{}: {} is {}, a negative step; hint: the file was edited", file, what, *step);
-    if (named && *step != *named)
-      fail<IOError>("checkpoint", "{}: {} is {}, but the file name says step {}; hint: the file was renamed or edited",
-                    file, what, *step, *named);
+  auto check_sign = [](const std::string& file, std::optional<int64_t> step, const char* what) {
+    if (step && *step < 0)
+      fail<IOError>("checkpoint", "{}: {} is {}, a negative step; hint: the file was edited", file, what, *step);
   };
-  check_step(c.model_path, model.step, "metadata 'step'");
-  if (!train) return;
-  check_step(c.train_path, c.progress.step, "train.step");
-  check_step(c.train_path, train->step, "metadata 'step'");
-  if (model.step && *model.step != c.progress.step)
-    fail<IOError>("checkpoint", "{} (train.step {}) and {} (step {}) are not one checkpoint; hint: a file was "
-                  "renamed, edited or copied from another checkpoint", c.train_path, c.progress.step, c.model_path,
-                  *model.step);
-  if (!model.run_id.empty() && !train->run_id.empty() && model.run_id != train->run_id)
-    fail<IOError>("checkpoint", "{} (run {}) and {} (run {}) come from two different runs; hint: a file was copied "
-                  "from another run's directory", c.train_path, train->run_id, c.model_path, model.run_id);
+  check_sign(c.model_path, model.step, "metadata 'step'");
+  if (train) {
+    check_sign(c.train_path, c.progress.step, "train.step");
+    check_sign(c.train_path, train->step, "metadata 'step'");
+    for (const std::optional<int64_t> other : {model.step, train->step})
+      if (other && *other != c.progress.step)
+        fail<IOError>("checkpoint", "{} (train.step {}) and {} (step {}) are not one checkpoint; hint: a file was "
+                      "renamed, edited or copied from another checkpoint", c.train_path, c.progress.step, c.model_path,
+                      *other);
+    if (!model.run_id.empty() && !train->run_id.empty() && model.run_id != train->run_id)
+      fail<IOError>("checkpoint", "{} (run {}) and {} (run {}) come from two different runs; hint: a file was copied "
+                    "from another run's directory", c.train_path, train->run_id, c.model_path, model.run_id);
+  }
+  const std::optional<int64_t> named = step_in_name(prefix);
+  const std::optional<int64_t> step = train ? std::optional<int64_t>(c.progress.step) : model.step;
+  if (named && step && *step != *named)
+    fail<IOError>("checkpoint", "{} holds step {}, but its name says step {}; hint: the file was renamed or edited",
+                  train ? c.train_path : c.model_path, *step, *named);
 }
 
 }  // namespace
