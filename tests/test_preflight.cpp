@@ -59,6 +59,68 @@ TEST(Preflight, UnwritableOutputsStopEveryProgramAtStartUp) {
   }
 }
 
+// W14: the optional outputs too, before the work they would follow.
+TEST(Preflight, OptionalOutputsAreCheckedAtStartUp) {
+  testing::TempDir tmp("preflight");
+  const std::string missing = tmp / "no/such/dir";
+  const std::vector<std::string> copy = {"train", "--steps", "60", "--warmup", "10", "--eval-every", "50", "--quiet"};
+  struct Case {
+    std::string program;
+    std::vector<std::string> args;
+    std::string phrase;
+  };
+  const std::vector<Case> cases = {
+      {"copy_task", {"--graph-out", missing + "/g.dot"},
+       "graph-out: cannot open " + missing + "/g.dot for writing: No such file or directory"},
+      {"copy_task", {"--trace-backward=" + missing + "/t.jsonl"},
+       "trace-backward: cannot open " + missing + "/t.jsonl for writing: No such file or directory"},
+      {"translate", {"--graph-out", missing + "/g.dot", "--data", kData}, "graph-out: cannot open"},
+      {"lm", {"--graph-out", missing + "/g.dot", "--text", kData + "/train.tsv"}, "graph-out: cannot open"},
+      // Before the checkpoint is even read (it does not exist).
+      {"copy_task", {"eval", "--checkpoint", tmp / "none", "--dump-batch", missing + "/b.safetensors"},
+       "dump-batch: cannot open " + missing + "/b.safetensors for writing"},
+      {"lm", {"sample", "--checkpoint", tmp / "none", "--attention-out", "/proc/nope"},
+       "attention-out: cannot create directory /proc/nope"},
+      {"translate", {"translate", "--checkpoint", tmp / "none", "--attention-out", "/proc/nope", "one"},
+       "attention-out: cannot create directory /proc/nope"},
+      {"heads_study", {"--convert-gqa", tmp / "none", "--kv-heads", "1", "--to", missing + "/c.model.safetensors"},
+       "to: cannot open " + missing + "/c.model.safetensors for writing"},
+      {"higher_order", {"--dot", missing + "/p.dot"}, "--dot: cannot open " + missing + "/p.dot for writing"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.program + " " + c.args[0] + " " + c.args[1]);
+    std::vector<std::string> args;
+    if (c.program != "heads_study" && c.program != "higher_order" && c.args[0].starts_with("--"))
+      args = c.program == "lm" ? std::vector<std::string>{"train", "--quiet"} : copy;
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const Timed t = run(c.program, args, tmp.path);
+    testing::expect_one_line_error(t.r, c.program, c.phrase);
+    EXPECT_EQ(t.r.out, "") << "work started before the check";
+    EXPECT_LT(t.seconds, 10.0);
+  }
+}
+
+// W8: under ulimit -v the memory preflight and the header use what the limit leaves.
+TEST(Preflight, TheAvailableMemoryHonoursUlimit) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer build: its shadow memory needs more address space than the limit";
+#endif
+  testing::TempDir tmp("preflight");
+  auto under = [&](const std::string& kb, const std::vector<std::string>& args) {
+    std::string cmd = fmt::format("ulimit -v {} && exec {}/copy_task", kb, ATTOGRAD_BIN_DIR);
+    for (const std::string& a : args) cmd += " " + testing::shell_quote(a);
+    return testing::run_program("/bin/sh", {"-c", cmd}, tmp.path);
+  };
+  const testing::ProgramOutcome ok = under("3000000", {"train", "--steps", "1", "--warmup", "0", "--eval-size", "4",
+                                                       "--samples", "0", "--quiet", "--threads", "1"});
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find(" GB available, ulimit -v) | "), std::string::npos) << ok.out;
+  // A model of about 1.1 GB (weights, gradients, AdamW) fits MemAvailable here, not the 1 GB limit.
+  const testing::ProgramOutcome big = under("1000000", {"train", "--d-model", "2048", "--d-ff", "8192", "--quiet"});
+  testing::expect_one_line_error(big, "copy_task", "memory: this run needs about");
+  EXPECT_NE(big.err.find("is available (ulimit -v); hint:"), std::string::npos) << big.err;
+}
+
 TEST(Preflight, AWritableDirectoryIsCreatedAndLeftClean) {
   testing::TempDir tmp("preflight");
   const std::string dir = tmp / "a/b/ck";

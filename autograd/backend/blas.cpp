@@ -38,11 +38,11 @@ constexpr std::array<std::pair<GemmBackend, std::string_view>, 5> kBackendNames 
     {GemmBackend::naive, "naive"},
 }};
 
-// ATTOGRAD_GEMM, once, before the backend is first read or set.
+// ATTOGRAD_GEMM, once, before the backend is first read or set (empty: unset).
 void read_backend_from_env() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (const char* name = std::getenv("ATTOGRAD_GEMM")) g_backend = parse_gemm_backend(name);
+    if (const char* name = std::getenv("ATTOGRAD_GEMM"); name && *name) g_backend = parse_gemm_backend(name);
   });
 }
 

@@ -39,8 +39,9 @@ namespace attograd {
 enum class GemmBackend { blas, openblas, blis, xsmm, naive };
 
 // Process-wide. The default is GemmBackend::blas, or what the environment
-// variable ATTOGRAD_GEMM names (blas, openblas, blis, xsmm or naive), read
-// at the first call of either function; another name is a ValueError there.
+// variable ATTOGRAD_GEMM names (blas, openblas, blis, xsmm or naive; empty is
+// unset), read at the first call of either function; another name is a
+// ValueError there.
 void set_gemm_backend(GemmBackend backend);
 GemmBackend gemm_backend();
 

@@ -51,6 +51,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <random>
 #include <sstream>
@@ -267,19 +268,13 @@ void bench_sgemm(const BenchConfig& c, int threads, int64_t warmup, int64_t step
 // --d-model, --len and --batch replace the config's values.
 void override_shape(BenchConfig& c, const cxxopts::ParseResult& r) {
   if (r.count("d-model")) {
-    c.d_model = r["d-model"].as<int64_t>();
-    if (c.d_model < c.heads || c.d_model % c.heads != 0)
+    c.d_model = cli::flag_in_range<int64_t>(r, "d-model", 1, 1 << 14);
+    if (c.d_model % c.heads != 0)
       fail<ValueError>("flags", "--d-model must be a positive multiple of the {} heads, got {}", c.heads, c.d_model);
     c.d_ff = 4 * c.d_model;
   }
-  if (r.count("len")) {
-    c.len = r["len"].as<int64_t>();
-    if (c.len < 2 || c.len > 256) fail<ValueError>("flags", "--len must be in [2, 256], got {}", c.len);
-  }
-  if (r.count("batch")) {
-    c.batch = r["batch"].as<int64_t>();
-    if (c.batch < 1) fail<ValueError>("flags", "--batch must be >= 1, got {}", c.batch);
-  }
+  if (r.count("len")) c.len = cli::flag_in_range<int64_t>(r, "len", 2, 256);
+  if (r.count("batch")) c.batch = cli::flag_in_range<int64_t>(r, "batch", 1, 1 << 16);
 }
 
 template <class T>
@@ -288,11 +283,9 @@ std::vector<T> parse_list(const std::string& flag, const std::string& s, T lo, T
   std::stringstream in(s);
   for (std::string item; std::getline(in, item, ',');) {
     T v{};
-    try {
-      v = static_cast<T>(std::stoll(item));
-    } catch (const std::exception&) {
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || end != item.data() + item.size())
       fail<ValueError>("flags", "--{} expects comma-separated integers, got '{}'", flag, s);
-    }
     if (v < lo || v > hi) fail<ValueError>("flags", "--{} values must be in [{}, {}], got {}", flag, lo, hi, v);
     out.push_back(v);
   }
@@ -336,14 +329,14 @@ int main(int argc, char** argv) {
     if (configs.empty()) fail<ValueError>("flags", "--config must be tiny, base, lm or all, got '{}'", which);
     for (BenchConfig& c : configs) override_shape(c, r);
     const auto threads = parse_list<int>("threads", r["threads"].as<std::string>(), 1, 256);
-    const int64_t warmup = r["warmup"].as<int64_t>(), steps = r["steps"].as<int64_t>();
-    if (warmup < 0 || steps < 1) fail<ValueError>("flags", "need --warmup >= 0 and --steps >= 1, got {} and {}", warmup, steps);
+    const int64_t warmup = cli::flag_in_range<int64_t>(r, "warmup", 0, 1'000'000);
+    const int64_t steps = cli::flag_in_range<int64_t>(r, "steps", 1, 1'000'000);
     const uint64_t seed = r["seed"].as<uint64_t>();
     if (r.count("decode")) {
       const auto lengths = parse_list<int64_t>("lengths", r["lengths"].as<std::string>(), 1, 254);
-      const int64_t batch = r["decode-batch"].as<int64_t>(), repeats = r["repeats"].as<int64_t>();
-      if (batch < 1 || repeats < 1) fail<ValueError>("flags", "need --decode-batch >= 1 and --repeats >= 1");
-      const int64_t no_cache_up_to = r["no-cache-up-to"].as<int64_t>();
+      const int64_t batch = cli::flag_in_range<int64_t>(r, "decode-batch", 1, 1 << 16);
+      const int64_t repeats = cli::flag_in_range<int64_t>(r, "repeats", 1, 1'000'000);
+      const int64_t no_cache_up_to = cli::flag_in_range<int64_t>(r, "no-cache-up-to", 0, 254);
       for (int t : threads) bench_decode(which == "tiny" ? bench::kTiny : bench::kBase, t, batch, lengths, repeats, no_cache_up_to, seed);
       return 0;
     }

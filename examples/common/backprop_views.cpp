@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -12,10 +14,11 @@ namespace attograd {
 
 namespace {
 void write_file(const std::string& path, const std::string& text) {
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   out.flush();
-  if (!out) fail<IOError>("backprop views", "cannot write {}", path);
+  if (!out) fail<IOError>("backprop views", "cannot write {}: {}", path, errno ? std::strerror(errno) : "write failed");
 }
 
 std::string shell_quote(const std::string& s) {

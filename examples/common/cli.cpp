@@ -4,10 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <thread>
 
@@ -16,7 +20,11 @@
 
 #include <attograd/dist/communicator.h>
 
+#include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/backend/vecmath.h>
+#include "examples/common/memory_estimate.h"
+#include "examples/common/preflight.h"
 
 namespace attograd::cli {
 
@@ -29,61 +37,181 @@ const cxxopts::HelpOptionDetails* find_flag(const cxxopts::Options& options, con
   return nullptr;
 }
 
-bool value_parses(cxxopts::Options& options, const std::string& flag, const std::string& value) {
-  const std::string arg = flag.size() == 1 ? "-" + flag + value : "--" + flag + "=" + value;
-  const char* argv[] = {"probe", arg.c_str()};
+// The name cxxopts knows a flag by (its long name, else its letter), and as written ("--lr", "-n").
+std::string key_of(const cxxopts::HelpOptionDetails& d) { return d.l.empty() ? d.s : d.l.front(); }
+std::string shown(const std::string& key) { return (key.size() == 1 ? "-" : "--") + key; }
+
+bool value_parses(cxxopts::Options& options, const cxxopts::HelpOptionDetails& d, const std::string& value) {
+  const std::string key = key_of(d);
+  std::vector<std::string> args = {"probe"};
+  if (d.has_implicit) args.push_back(shown(key) + "=" + value);
+  else args.insert(args.end(), {shown(key), value});
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
   try {
-    options.parse(2, argv);
+    options.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const cxxopts::exceptions::incorrect_argument_type&) {
     return false;
   }
   return true;
 }
 
-// What a flag's value must look like, found by offering it sample values.
-std::string expected_type(cxxopts::Options& options, const cxxopts::HelpOptionDetails& d, const std::string& flag) {
-  if (d.is_boolean) return "true or false (or no value)";
-  const std::string list = d.is_container ? "a comma-separated list of " : "";
-  if (value_parses(options, flag, "0.5")) return list + (d.is_container ? "finite numbers" : "a finite number");
-  if (value_parses(options, flag, "-7")) return list + (d.is_container ? "integers" : "an integer");
-  if (value_parses(options, flag, "7")) return list + (d.is_container ? "non-negative integers" : "a non-negative integer");
-  return "another value";
+// What a non-boolean flag's value must be, found by offering it sample values.
+enum class ValueKind { real, integer, natural, text, other };
+
+ValueKind value_kind(cxxopts::Options& options, const cxxopts::HelpOptionDetails& d) {
+  if (value_parses(options, d, "x")) return ValueKind::text;
+  if (value_parses(options, d, "0.5")) return ValueKind::real;
+  if (value_parses(options, d, "-7")) return ValueKind::integer;
+  if (value_parses(options, d, "7")) return ValueKind::natural;
+  return ValueKind::other;
 }
 
-// Called when cxxopts found a value that does not parse: finds the flag
-// holding it and throws the ValueError parse_flags promises. Returns when no
-// flag can be blamed (cxxopts' own message then stands).
-void explain_bad_value(cxxopts::Options& options, int argc, const char* const* argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--") return;
-    if (a.size() < 2 || a[0] != '-') continue;
-    const bool is_long = a[1] == '-';
-    const size_t eq = a.find('=');
-    const std::string flag = is_long ? a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2) : a.substr(1, 1);
-    const cxxopts::HelpOptionDetails* d = find_flag(options, flag);
-    if (!d) continue;
-    std::string value;
-    if (is_long && eq != std::string::npos) value = a.substr(eq + 1);
-    else if (!is_long && a.size() > 2) value = a.substr(2);
-    else if (!d->has_implicit && i + 1 < argc) value = argv[++i];
-    else continue;
-    if (value_parses(options, flag, value)) continue;
-    const std::string name = (flag.size() == 1 ? "-" : "--") + flag;
-    fail<ValueError>("flags", "{} expects {}, got '{}'{}", name, expected_type(options, *d, flag), value,
-                     d->has_default && !d->is_boolean && !d->default_value.empty()
-                         ? fmt::format(" (default {})", d->default_value)
-                         : "");
+std::string expected_type(ValueKind kind, bool list) {
+  const std::string prefix = list ? "a comma-separated list of " : "";
+  switch (kind) {
+    case ValueKind::real: return prefix + (list ? "finite numbers" : "a finite number");
+    case ValueKind::integer: return prefix + (list ? "integers" : "an integer");
+    case ValueKind::natural: return prefix + (list ? "non-negative integers" : "a non-negative integer");
+    default: return "another value";
   }
 }
+
+// Decimal and whole: "1e-3abc", "0x10", " 5", "nan", "inf" and "1e400" are not numbers here.
+bool well_formed(ValueKind kind, std::string_view v) {
+  if (kind == ValueKind::real) {
+    double x = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x, std::chars_format::general);
+    return ec == std::errc() && end == v.data() + v.size() && std::isfinite(x);
+  }
+  if (kind == ValueKind::integer && v.starts_with('-')) v.remove_prefix(1);
+  return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool well_formed_value(ValueKind kind, bool list, std::string_view v) {
+  if (kind != ValueKind::real && kind != ValueKind::integer && kind != ValueKind::natural) return true;
+  if (!list) return well_formed(kind, v);
+  for (size_t from = 0;;) {
+    const size_t comma = v.find(',', from);
+    if (!well_formed(kind, v.substr(from, comma == std::string_view::npos ? comma : comma - from))) return false;
+    if (comma == std::string_view::npos) return true;
+    from = comma + 1;
+  }
+}
+
+// A value given to a flag that takes one.
+struct Given {
+  const cxxopts::HelpOptionDetails* flag;
+  std::string value;
+};
+
+[[noreturn]] void bad_value(const cxxopts::HelpOptionDetails& d, ValueKind kind, const std::string& value) {
+  fail<ValueError>("flags", "{} expects {}, got '{}'{}", shown(key_of(d)), expected_type(kind, d.is_container), value,
+                   d.has_default && !d.default_value.empty() ? fmt::format(" (default {})", d.default_value) : "");
+}
+
+// The command line as cxxopts is given it: every boolean flag once, at the
+// front and bare, when its last occurrence says true (no value, true or 1),
+// and not at all when it says false (false or 0); anything else is refused.
+// The other arguments keep their order; the values of the other flags are
+// collected, found as cxxopts finds them (cxxopts' own argument splitter).
+class CommandLine {
+ public:
+  CommandLine(const cxxopts::Options& options, int argc, const char* const* argv) {
+    int i = 1;
+    for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+      bool matched = false;
+      const cxxopts::values::parser_tool::ArguDesc a = cxxopts::values::parser_tool::ParseArgument(argv[i], matched);
+      if (!matched) {
+        rest_.emplace_back(argv[i]);
+      } else if (a.grouping) {
+        letters(options, a.arg_name, argc, argv, i);
+      } else if (const cxxopts::HelpOptionDetails* d = find_flag(options, a.arg_name); !d) {
+        rest_.emplace_back(argv[i]);
+      } else if (d->is_boolean) {
+        set_boolean(*d, a.set_value ? std::optional<std::string>(a.value) : std::nullopt);
+      } else {
+        rest_.emplace_back(argv[i]);
+        if (a.set_value) given_.push_back({d, a.value});
+        else if (!d->has_implicit) take_next(d, argc, argv, i);
+      }
+    }
+    rest_.insert(rest_.end(), argv + i, argv + argc);
+  }
+
+  std::vector<std::string> args(const char* program) const {
+    std::vector<std::string> out = {program};
+    for (const auto& [key, on] : booleans_)
+      if (on) out.push_back(shown(key));
+    out.insert(out.end(), rest_.begin(), rest_.end());
+    return out;
+  }
+  const std::vector<Given>& given() const { return given_; }
+
+ private:
+  void set_boolean(const cxxopts::HelpOptionDetails& d, const std::optional<std::string>& value) {
+    if (value && *value != "true" && *value != "false" && *value != "1" && *value != "0")
+      fail<ValueError>("flags", "{} expects true, false, 1 or 0 (or no value), got '{}'", shown(key_of(d)), *value);
+    const bool on = !value || *value == "true" || *value == "1";
+    const auto at = std::find_if(booleans_.begin(), booleans_.end(), [&](const auto& b) { return b.first == key_of(d); });
+    if (at == booleans_.end()) booleans_.emplace_back(key_of(d), on);
+    else at->second = on;
+  }
+
+  // A flag's value in the next argument, whatever it looks like, as cxxopts takes it.
+  void take_next(const cxxopts::HelpOptionDetails* d, int argc, const char* const* argv, int& i) {
+    if (i + 1 >= argc) return;  // cxxopts reports the missing value
+    rest_.emplace_back(argv[++i]);
+    given_.push_back({d, argv[i]});
+  }
+
+  // "-abc": letters of boolean flags, then at most one that takes a value,
+  // the rest of the group or else the next argument.
+  void letters(const cxxopts::Options& options, const std::string& group, int argc, const char* const* argv, int& i) {
+    for (size_t k = 0; k < group.size(); ++k) {
+      const cxxopts::HelpOptionDetails* d = find_flag(options, group.substr(k, 1));
+      if (!d) {
+        rest_.push_back("-" + group.substr(k));  // cxxopts reports the unknown letter
+        return;
+      }
+      if (d->is_boolean) {
+        set_boolean(*d, std::nullopt);
+        continue;
+      }
+      rest_.push_back("-" + group.substr(k, 1));
+      if (d->has_implicit) continue;
+      if (k + 1 < group.size()) {
+        rest_.push_back(group.substr(k + 1));
+        given_.push_back({d, rest_.back()});
+      } else {
+        take_next(d, argc, argv, i);
+      }
+      return;
+    }
+  }
+
+  std::vector<std::pair<std::string, bool>> booleans_;  // in the order first given
+  std::vector<std::string> rest_;
+  std::vector<Given> given_;
+};
 
 }  // namespace
 
 cxxopts::ParseResult parse_flags(cxxopts::Options& options, int argc, const char* const* argv) {
+  const CommandLine line(options, argc, argv);
+  for (const Given& g : line.given()) {
+    const ValueKind kind = value_kind(options, *g.flag);
+    if (!well_formed_value(kind, g.flag->is_container, g.value)) bad_value(*g.flag, kind, g.value);
+  }
+  const std::vector<std::string> args = line.args(argc > 0 ? argv[0] : "program");
+  std::vector<const char*> ptrs;
+  for (const std::string& a : args) ptrs.push_back(a.c_str());
   try {
-    return options.parse(argc, argv);
+    return options.parse(static_cast<int>(ptrs.size()), ptrs.data());
   } catch (const cxxopts::exceptions::incorrect_argument_type&) {
-    explain_bad_value(options, argc, argv);
+    // Well formed but out of the type's range (2^63 for an int64_t, -1 for a uint64_t).
+    for (const Given& g : line.given())
+      if (!value_parses(options, *g.flag, g.value)) bad_value(*g.flag, value_kind(options, *g.flag), g.value);
     throw;
   }
 }
@@ -118,6 +246,16 @@ void report_and_abort(dist::Communicator* world, const std::string& line) {
   if (parallel) world->abort(2);
 }
 
+std::string out_of_memory() {
+  std::string available;
+  try {
+    if (const std::optional<AvailableMemory> a = available_memory()) available = "; " + describe(*a);
+  } catch (...) {
+  }
+  return fmt::format("out of memory (std::bad_alloc{}); hint: smaller --d-model/--d-ff/--layers/--batch-size, "
+                     "or check the memory limit (ulimit -v, cgroup)", available);
+}
+
 }  // namespace
 
 int guarded_main(const char* program, const std::function<int()>& body) {
@@ -140,7 +278,13 @@ int guarded_main(const char* program, const std::function<int()>& body) {
       if (world->rank() != 0 && !std::freopen("/dev/null", "w", stdout))
         fail<IOError>("mpi", "cannot silence stdout on rank {}", world->rank());
     }
+    // The GEMM library and the kernel set, from the environment: a bad name
+    // is one line now, not after the data is read.
+    gemm_backend();
+    vecmath();
     return body();
+  } catch (const std::bad_alloc&) {
+    report_and_abort(world, fmt::format("{}: error: {}{}\n", program, rank, out_of_memory()));
   } catch (const Stopped& e) {  // every rank stops alike: rank 0 speaks for the job
     if (!world || world->rank() == 0) fmt::print(stderr, "{}: {}\n", program, e.what());
     return e.code();
@@ -154,7 +298,16 @@ int guarded_main(const char* program, const std::function<int()>& body) {
   return 2;
 }
 
-Progress::Progress(int64_t plain_every) : tty_(isatty(fileno(stdout)) == 1), plain_every_(plain_every) {}
+namespace {
+
+bool live_terminal() {
+  const char* term = std::getenv("TERM");
+  return isatty(fileno(stdout)) == 1 && !(term && std::string_view(term) == "dumb") && dist::world().size() == 1;
+}
+
+}  // namespace
+
+Progress::Progress(int64_t plain_every) : tty_(live_terminal()), plain_every_(plain_every) {}
 
 void Progress::update(int64_t step, const std::string& text) {
   if (tty_) {
@@ -185,6 +338,14 @@ int usable_cores() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
   return std::clamp(CPU_COUNT(&set), 1, 256);
+}
+
+void warn_if_oversubscribed(int threads) {
+  static std::atomic<bool> warned{false};
+  const int cores = usable_cores();
+  if (threads <= cores || dist::world().rank() != 0 || warned.exchange(true)) return;
+  fmt::print(stderr, "warning: --threads {} exceeds the {} usable core{}; the run will be slower, not faster\n", threads,
+             cores, cores == 1 ? "" : "s");
 }
 
 std::string format_duration(double s) {

@@ -28,14 +28,18 @@ class Stopped : public std::runtime_error {
 };
 
 // Selects OpenBLAS' fast kernel first (ensure_fast_blas_kernel, which may
-// re-execute the program once), then runs body() with SIGXFSZ ignored (so a
-// file size limit is an IOError); any exception becomes
-// "<program>: error: <message>" on stderr
-// and exit code 2. body's own return value is the exit code otherwise.
+// re-execute the program once), checks ATTOGRAD_GEMM and ATTOGRAD_VECMATH
+// (a bad name fails before any work; an empty one is unset), then runs body()
+// with SIGXFSZ ignored (so a file size limit is an IOError); any exception
+// becomes "<program>: error: <message>" on stderr and exit code 2 (running out
+// of memory too, with a hint naming the size flags). body's own return value
+// is the exit code otherwise.
 int guarded_main(const char* program, const std::function<int()>& body);
 
 // A progress line: rewritten in place ("\r") on a terminal, printed as plain
-// lines (at most every `plain_every` calls to update) when stdout is a file or pipe.
+// lines (at most every `plain_every` calls to update) when stdout is a file or
+// pipe, when TERM is "dumb", and in a job of several processes (mpirun gives
+// its ranks a pty even when the job's output goes to a file).
 class Progress {
  public:
   explicit Progress(int64_t plain_every = 50);
@@ -50,10 +54,20 @@ class Progress {
   int64_t plain_every_;
 };
 
-// Parses argv with `options`, as Options::parse does, except that a value
-// that does not parse names its flag and the type expected:
-// ValueError "flags: --steps expects an integer, got 'abc' (default 1500)"
-// instead of cxxopts' "Argument 'abc' failed to parse".
+// Parses argv with `options`, as Options::parse does, but strictly, with
+// errors that name the flag (ValueError "flags: ..."):
+// - a boolean flag (one declared without a value type) takes no value, or
+//   exactly true, false, 1 or 0 ("--quiet=maybe" is refused), and its last
+//   occurrence wins ("--quiet --quiet=false" is false). The parser hands
+//   cxxopts only the flags that end true, bare, so r.count("quiet") and
+//   r["quiet"].as<bool>() both tell the truth: reading a boolean either way is right.
+// - a number is read whole, in decimal: "--lr 1e-3abc", "--dropout 0x10",
+//   "--lr '0.003 # peak'", "--lr 5e-4,0.1", " 5", nan, inf and 1e400 are
+//   refused, each element of a comma-separated list alike;
+//   "--lr expects a finite number, got '1e-3abc' (default 0.003)",
+//   "--steps expects an integer, got 'abc' (default 1500)", instead of
+//   cxxopts' "Argument 'abc' failed to parse" (or a silent 0.001).
+// Ranges are the caller's: flag_in_range below.
 cxxopts::ParseResult parse_flags(cxxopts::Options& options, int argc, const char* const* argv);
 
 // "program [MODE] [--flags] [inputs...]": MODE is the first argument when it
@@ -85,6 +99,11 @@ T flag_in_range(const cxxopts::ParseResult& r, const char* flag, T lo, T hi) {
 // The cores this process may run on (sched_getaffinity; under mpirun, the
 // ones its rank is bound to): the programs' default --threads.
 int usable_cores();
+
+// One line on stderr (once a process, rank 0 only) when `threads` exceeds
+// usable_cores(): "warning: --threads 256 exceeds the 2 usable cores; the run
+// will be slower, not faster".
+void warn_if_oversubscribed(int threads);
 
 std::string format_duration(double seconds);  // "1:05" or "1:02:03"
 std::string format_count(double n);           // "45.1k", "1.2M"

@@ -1,5 +1,8 @@
 #include "examples/common/memory_estimate.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -81,7 +84,9 @@ std::string MemoryEstimate::summary() const {
                      format_bytes(weights), format_bytes(gradients), format_bytes(optimizer), format_bytes(activations));
 }
 
-std::optional<double> memory_available() {
+namespace {
+
+std::optional<double> meminfo_available() {
   std::ifstream f("/proc/meminfo");
   for (std::string line; std::getline(f, line);) {
     if (!line.starts_with("MemAvailable:")) continue;
@@ -92,6 +97,77 @@ std::optional<double> memory_available() {
   return std::nullopt;
 }
 
+// A file's number; nullopt when missing, unreadable or "max" (cgroup v2's no limit).
+std::optional<double> read_number(const std::string& path) {
+  std::ifstream f(path);
+  double v = 0;
+  if (f >> v) return v;
+  return std::nullopt;
+}
+
+// The process's cgroup path in a hierarchy of /proc/self/cgroup: "0::/a/b"
+// (v2, controllers "") or "4:memory:/a/b" (v1, controllers "memory").
+std::optional<std::string> cgroup_path(std::string_view controllers) {
+  std::ifstream f("/proc/self/cgroup");
+  for (std::string line; std::getline(f, line);) {
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string list = line.substr(a + 1, b - a - 1);
+    const bool match = controllers.empty() ? list.empty()
+                                           : ("," + list + ",").find(fmt::format(",{},", controllers)) != std::string::npos;
+    if (match) return line.substr(b + 1);
+  }
+  return std::nullopt;
+}
+
+// The least room (limit less usage) of the process's cgroup and its ancestors.
+std::optional<double> cgroup_room(const std::string& root, std::string_view controllers, const char* limit,
+                                  const char* usage) {
+  const std::optional<std::string> path = cgroup_path(controllers);
+  if (!path) return std::nullopt;
+  std::optional<double> room;
+  for (std::string dir = *path == "/" ? "" : *path;;) {
+    if (const std::optional<double> l = read_number(fmt::format("{}{}/{}", root, dir, limit))) {
+      const double used = read_number(fmt::format("{}{}/{}", root, dir, usage)).value_or(0);
+      room = std::min(room.value_or(*l), std::max(0.0, *l - used));
+    }
+    const size_t slash = dir.rfind('/');
+    if (slash == std::string::npos) break;
+    dir.resize(slash);
+  }
+  return room;
+}
+
+// RLIMIT_AS less the address space in use (/proc/self/statm's size).
+std::optional<double> address_space_room() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  std::ifstream statm("/proc/self/statm");
+  double pages = 0;
+  statm >> pages;
+  return std::max(0.0, static_cast<double>(lim.rlim_cur) - pages * static_cast<double>(sysconf(_SC_PAGESIZE)));
+}
+
+}  // namespace
+
+std::optional<AvailableMemory> available_memory() {
+  std::optional<AvailableMemory> least;
+  auto consider = [&](std::optional<double> bytes, const char* bound) {
+    if (bytes && (!least || *bytes < least->bytes)) least = AvailableMemory{*bytes, bound};
+  };
+  consider(meminfo_available(), "MemAvailable");
+  consider(cgroup_room("/sys/fs/cgroup", "", "memory.max", "memory.current"), "cgroup memory limit");
+  consider(cgroup_room("/sys/fs/cgroup/memory", "memory", "memory.limit_in_bytes", "memory.usage_in_bytes"),
+           "cgroup memory limit");
+  consider(address_space_room(), "ulimit -v");
+  return least;
+}
+
+std::optional<double> memory_available() {
+  const std::optional<AvailableMemory> a = available_memory();
+  return a ? std::optional<double>(a->bytes) : std::nullopt;
+}
+
 uint64_t text_input_limit(std::optional<double> available) {
   constexpr uint64_t kFloor = uint64_t{64} << 20;
   if (!available || *available / 8 >= static_cast<double>(kReadFileLimit)) return kReadFileLimit;
@@ -100,11 +176,11 @@ uint64_t text_input_limit(std::optional<double> available) {
 
 uint64_t text_input_limit() { return text_input_limit(memory_available()); }
 
-void check_memory_fits(const MemoryEstimate& e, std::optional<double> available, bool force) {
+void check_memory_fits(const MemoryEstimate& e, std::optional<double> available, bool force, std::string_view bound) {
   if (force || !available || e.total() <= *available) return;
-  fail<ValueError>("memory", "this run needs about {}, but {} is available (MemAvailable); hint: lower --d-model, "
+  fail<ValueError>("memory", "this run needs about {}, but {} is available ({}); hint: lower --d-model, "
                    "--d-ff, the layers or --batch-size, or pass --force to try anyway", e.summary(),
-                   format_bytes(*available));
+                   format_bytes(*available), bound);
 }
 
 }  // namespace attograd

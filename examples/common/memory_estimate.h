@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <attograd/nn/gpt.h>
 #include <attograd/nn/transformer.h>
@@ -79,13 +80,25 @@ MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batc
 // size, adds up to about 0.2x in the caching allocator (see above).
 MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch, int optimizer_buffers = 2);
 
-// MemAvailable of /proc/meminfo in bytes; nullopt where it cannot be read.
-std::optional<double> memory_available();
+// What this process may still allocate, in bytes: the least of MemAvailable
+// (/proc/meminfo), its cgroup's limit less the cgroup's usage (v2 memory.max,
+// v1 memory.limit_in_bytes, over the process's cgroup and its ancestors) and
+// the address-space limit (RLIMIT_AS, ulimit -v) less the address space in
+// use. `bound` names the one that applied: "MemAvailable", "cgroup memory
+// limit" or "ulimit -v". nullopt where none can be read.
+struct AvailableMemory {
+  double bytes = 0;
+  std::string bound;
+};
+std::optional<AvailableMemory> available_memory();
+std::optional<double> memory_available();  // available_memory()'s bytes
 
 // ValueError "memory: this run needs about 137.5 GB (...), but 20.5 GB is
 // available (MemAvailable); hint: ..." when the estimate exceeds `available`,
-// unless `force`. Nothing when `available` is unknown.
-void check_memory_fits(const MemoryEstimate& e, std::optional<double> available, bool force);
+// unless `force`. Nothing when `available` is unknown. `bound` is
+// AvailableMemory::bound.
+void check_memory_fits(const MemoryEstimate& e, std::optional<double> available, bool force,
+                       std::string_view bound = "MemAvailable");
 
 std::string format_bytes(double bytes);  // "512 B", "14.2 MB", "137.5 GB", "7.7 TB"
 

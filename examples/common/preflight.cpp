@@ -50,6 +50,15 @@ void check_file_writable(const std::string& path, std::string_view what) {
 void check_outputs_writable(const TrainOptions& t) {
   if (!t.checkpoint_dir.empty()) check_dir_writable(t.checkpoint_dir, "checkpoint");
   if (!t.log_path.empty()) check_file_writable(t.log_path, "log");
+  if (!t.views.graph_out.empty()) check_file_writable(t.views.graph_out, "graph-out");
+  if (!t.views.trace_backward.empty() && t.views.trace_backward != "-")
+    check_file_writable(t.views.trace_backward, "trace-backward");
+}
+
+std::string describe(const std::optional<AvailableMemory>& available) {
+  if (!available) return "unknown available";
+  if (available->bound == "MemAvailable") return fmt::format("{} available", format_bytes(available->bytes));
+  return fmt::format("{} available, {}", format_bytes(available->bytes), available->bound);
 }
 
 void add_memory_flags(cxxopts::Options& o) {
@@ -59,10 +68,10 @@ void add_memory_flags(cxxopts::Options& o) {
 namespace {
 
 std::string check_memory(const cxxopts::ParseResult& r, const MemoryEstimate& e) {
-  const std::optional<double> available = memory_available();
-  check_memory_fits(e, available, r.count("force") > 0);
-  return fmt::format("memory ~{} ({} available)", format_bytes(e.total()),
-                     available ? format_bytes(*available) : std::string("unknown"));
+  const std::optional<AvailableMemory> available = available_memory();
+  check_memory_fits(e, available ? std::optional<double>(available->bytes) : std::nullopt, r.count("force") > 0,
+                    available ? available->bound : "");
+  return fmt::format("memory ~{} ({})", format_bytes(e.total()), describe(available));
 }
 
 int optimizer_buffers(const TrainOptions& t) {

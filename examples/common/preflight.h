@@ -19,14 +19,18 @@ void check_dir_writable(const std::string& dir, std::string_view what);
 // Opens `path` for appending (a file it had to create is removed again).
 // IOError "<what>: cannot open P for writing: reason".
 void check_file_writable(const std::string& path, std::string_view what);
-// --checkpoint-dir and --log, when given.
+// --checkpoint-dir, --log, --graph-out and --trace-backward=FILE, when given.
 void check_outputs_writable(const TrainOptions& t);
+
+// "20.5 GB available", or with the bound that applied when it is not
+// MemAvailable, "4.0 GB available, ulimit -v" (memory_estimate.h).
+std::string describe(const std::optional<AvailableMemory>& available);
 
 // --force: train even when the memory estimate exceeds what is available.
 void add_memory_flags(cxxopts::Options& o);
 // Estimates the run's memory (memory_estimate.h) and stops with check_memory_fits
 // unless --force. Returns the start-up header's part,
-// "memory ~14.2 MB (20.5 GB available)".
+// "memory ~14.2 MB (20.5 GB available)" (describe).
 std::string check_training_memory(const cxxopts::ParseResult& r, const TransformerConfig& c, const TrainOptions& t,
                                   int64_t src_len, int64_t tgt_len);
 // The same for lm's GPT on batches of t.batch_size windows of c.context tokens.

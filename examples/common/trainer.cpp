@@ -166,6 +166,7 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
 }
 
 std::string configure_threads(int threads) {
+  cli::warn_if_oversubscribed(threads);
   set_num_threads(threads);
   return blas_corename();
 }

@@ -229,8 +229,9 @@ TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator>
 std::unique_ptr<TrainTask> seq2seq_task(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen,
                                         DataLoader& train, const Dataset& heldout, const TaskHooks& hooks);
 
-// Sets attograd's thread pool (GEMMs and parallel loops; see autograd/backend/threads.h)
-// and prints nothing; returns the BLAS kernel name.
+// Sets attograd's thread pool (GEMMs and parallel loops; see autograd/backend/threads.h),
+// warning once when it exceeds the usable cores (cli::warn_if_oversubscribed);
+// returns the BLAS kernel name.
 std::string configure_threads(int threads);
 
 }  // namespace attograd

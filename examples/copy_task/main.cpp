@@ -53,14 +53,12 @@ TrainOptions default_training() {
 
 CopyTaskOptions task_from(const cxxopts::ParseResult& r, uint64_t seed) {
   CopyTaskOptions t;
-  t.num_symbols = r["symbols"].as<int64_t>();
-  t.min_len = r["min-length"].as<int64_t>();
-  t.max_len = r["max-length"].as<int64_t>();
+  t.num_symbols = cli::flag_in_range<int64_t>(r, "symbols", 1, 10000);
+  t.min_len = cli::flag_in_range<int64_t>(r, "min-length", 1, 1 << 16);
+  t.max_len = cli::flag_in_range<int64_t>(r, "max-length", 1, 1 << 16);
   t.reverse = r.count("reverse") > 0;
   t.seed = seed;
-  if (t.num_symbols < 1 || t.num_symbols > 10000)
-    fail<ValueError>("flags", "--symbols must be in [1, 10000], got {}", t.num_symbols);
-  if (t.min_len < 1 || t.max_len < t.min_len)
+  if (t.max_len < t.min_len)
     fail<ValueError>("flags", "need 1 <= --min-length <= --max-length, got {} and {}", t.min_len, t.max_len);
   return t;
 }
@@ -161,8 +159,7 @@ int train(const cxxopts::ParseResult& r) {
   TrainOptions opt = train_options_from(r, default_training());
   TransformerConfig cfg = model_config_from(r, default_model());
   CopyTaskOptions task = task_from(r, opt.seed);
-  const int64_t train_size = r["train-size"].as<int64_t>();
-  if (train_size < 0) fail<ValueError>("flags", "--train-size must be >= 0, got {}", train_size);
+  const int64_t train_size = cli::flag_in_range<int64_t>(r, "train-size", 0, 100'000'000);
   if (task.max_len + 2 > cfg.max_len)
     fail<ValueError>("flags", "--max-length {} needs --max-len >= {} (sequence + BOS/EOS)", task.max_len, task.max_len + 2);
   check_outputs_writable(opt);
@@ -233,6 +230,8 @@ int eval(const cxxopts::ParseResult& r) {
   configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   const int64_t n = cli::flag_in_range<int64_t>(r, "eval-size", 1, 10'000'000);
   const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
+  const std::string dump = r["dump-batch"].as<std::string>();
+  if (!dump.empty()) check_file_writable(dump, "dump-batch");
   Loaded l = load_model(r["checkpoint"].as<std::string>());
   // The held-out set of training (same seed, disjoint from a finite training
   // set), unless --seed asks for another one.
@@ -245,9 +244,28 @@ int eval(const cxxopts::ParseResult& r) {
   EvalResult e = evaluate(*l.model, *heldout, eo);
   fmt::print("held-out ({} sequences, seed {}): loss {:.4f}  token accuracy {:.2f}%  exact match {:.2f}%\n", e.examples,
              task.seed, e.loss, 100 * e.token_accuracy, 100 * e.exact_match);
-  const std::string dump = r["dump-batch"].as<std::string>();
   if (!dump.empty()) dump_batch(*l.model, *heldout, dump);
   return 0;
+}
+
+// The ids of one input sequence: a word that is not one of the model's
+// symbols (specials included) is refused, naming the symbols it knows.
+std::vector<int64_t> encode_symbols(const Vocab& v, const std::vector<std::string>& words, int64_t line) {
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const int64_t id = v.id(words[i]);
+    if (id >= kNumSpecials) {
+      ids.push_back(id);
+      continue;
+    }
+    const auto& tokens = v.tokens();
+    const auto shown = std::min<ptrdiff_t>(static_cast<ptrdiff_t>(tokens.size()) - kNumSpecials, 20);
+    const std::vector<std::string> known(tokens.begin() + kNumSpecials, tokens.begin() + kNumSpecials + shown);
+    fail<ValueError>("decode", "sequence {}, word {}: unknown symbol '{}'; hint: the model knows {} symbols, "
+                     "separated by spaces: {}{}", line, i + 1, words[i], v.size() - kNumSpecials, fmt::join(known, " "),
+                     v.size() - kNumSpecials > shown ? " ..." : "");
+  }
+  return ids;
 }
 
 int decode(const cxxopts::ParseResult& r, std::vector<std::string> lines) {
@@ -258,10 +276,12 @@ int decode(const cxxopts::ParseResult& r, std::vector<std::string> lines) {
     for (std::string line; std::getline(std::cin, line);) lines.push_back(line);
   if (lines.empty()) fail<ValueError>("decode", "no input sequences; hint: pass them as arguments or on stdin, e.g. \"a b c\"");
   WhitespaceTokenizer tok;
+  int64_t line_no = 0;
   for (const std::string& line : lines) {
+    ++line_no;
     std::vector<std::string> words = tok.split(line);
     if (words.empty()) fail<ValueError>("decode", "empty input sequence");
-    std::vector<int64_t> ids = l.vocab.encode(words, OnUnknown::error);
+    std::vector<int64_t> ids = encode_symbols(l.vocab, words, line_no);
     if (static_cast<int64_t>(ids.size()) + 2 > l.model->config.max_len)
       fail<ValueError>("decode", "sequence of {} tokens exceeds the model's max_len {}", ids.size(), l.model->config.max_len);
     ids.push_back(kEosId);

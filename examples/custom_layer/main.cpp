@@ -234,10 +234,10 @@ int main(int argc, char** argv) {
     if (!parsed) return 0;
     const auto& [mode, r, inputs] = *parsed;
     if (!inputs.empty()) fail<ValueError>("flags", "unexpected argument '{}'", inputs[0]);
-    const RunOptions t{r["steps"].as<int64_t>(), r["hidden"].as<int64_t>(), r["batch"].as<int64_t>(),
-                         r["lr"].as<double>(), r["seed"].as<uint64_t>()};
-    if (t.steps < 1 || t.hidden < 1 || t.batch < 1 || !(t.lr > 0))
-      fail<ValueError>("flags", "--steps, --hidden, --batch and --lr must be positive");
+    const RunOptions t{cli::flag_in_range<int64_t>(r, "steps", 1, 10'000'000),
+                       cli::flag_in_range<int64_t>(r, "hidden", 1, 1 << 14),
+                       cli::flag_in_range<int64_t>(r, "batch", 1, 1 << 16), cli::flag_in_range<double>(r, "lr", 1e-12, 1e6),
+                       r["seed"].as<uint64_t>()};
     int rc = 0;
     if (mode != "train") rc = check(t.seed);
     if (mode != "check") {

@@ -141,6 +141,7 @@ int run(const cxxopts::ParseResult& r) {
       fail<ValueError>("flags", "--convert-gqa needs --kv-heads G and --to OUT.model.safetensors");
     const auto g = r["kv-heads"].as<std::vector<int64_t>>();
     if (g.size() != 1) fail<ValueError>("flags", "--convert-gqa takes one --kv-heads value, got {}", g.size());
+    check_file_writable(r["to"].as<std::string>(), "to");
     fmt::print("{}\n", convert_to_grouped_query(r["convert-gqa"].as<std::string>(), g[0], r["to"].as<std::string>()));
     return 0;
   }

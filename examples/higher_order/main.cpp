@@ -14,6 +14,7 @@
 #include <attograd/nn/linear.h>
 #include <attograd/optim/adam.h>
 #include "examples/common/cli.h"
+#include "examples/common/preflight.h"
 using namespace attograd;
 
 namespace {
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
     if (!r.unmatched().empty()) fail<ValueError>("flags", "unexpected argument '{}'", r.unmatched()[0]);
     const int64_t steps = cli::flag_in_range<int64_t>(r, "steps", 1, 100000);
     const double lambda = cli::flag_in_range<double>(r, "lambda", 0.0, 1e6);
+    if (const std::string path = r["dot"].as<std::string>(); !path.empty()) check_file_writable(path, "--dot");
 
     // A regression y = tanh(x0 + x1 - x2) on 64 points, fitted by x -> Linear(3, 16) -> GELU -> Linear(16, 1).
     // float64 throughout, so finite differences can be trusted to ~1e-9.

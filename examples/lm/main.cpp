@@ -222,7 +222,7 @@ int train(const cxxopts::ParseResult& r) {
   const double heldout = cli::flag_in_range<double>(r, "heldout", 1e-6, 0.5);
   LMTokenizerOptions to;
   to.kind = r["tokenizer"].as<std::string>();
-  to.vocab_size = r["vocab-size"].as<int64_t>();
+  to.vocab_size = cli::flag_in_range<int64_t>(r, "vocab-size", 0, 1 << 20);
   if (to.vocab_size == 0 && to.kind != "char") to.vocab_size = 1000;
   check_outputs_writable(opt);
   {
@@ -239,6 +239,8 @@ int train(const cxxopts::ParseResult& r) {
   std::unique_ptr<TokenWindows> data;
   {
     const std::string text = read_data(path);
+    // A foreign checkpoint is named before its directory's tokenizer is looked for.
+    if (opt.resume) load_checkpoint(opt.checkpoint_dir, /*need_train_state=*/true, CheckpointReader{"lm", "lm"});
     if (opt.resume) tok = load_lm_tokenizer(opt.checkpoint_dir);
     else tok = train_lm_tokenizer(text, to);
     data = std::make_unique<TokenWindows>(tok->encode(text), cfg.context, heldout);
@@ -299,13 +301,14 @@ int sample(const cxxopts::ParseResult& r) {
   so.top_k = cli::flag_in_range<int64_t>(r, "top-k", 0, int64_t{1} << 31);
   so.top_p = cli::flag_in_range<double>(r, "top-p", 1e-9, 1.0);
   so.max_new = cli::flag_in_range<int64_t>(r, "max-len", 0, int64_t{1} << 31);
+  const std::string attention_dir = r["attention-out"].as<std::string>();
+  if (!attention_dir.empty()) check_dir_writable(attention_dir, "attention-out");
   Loaded l = load_model(r["checkpoint"].as<std::string>());
   const std::string text = r["prompt"].as<std::string>();
   const std::vector<int32_t> prompt = l.tokenizer->encode(text.empty() ? "\n" : text);
   std::vector<int32_t> all = prompt;
   const std::vector<int32_t> drawn = print_sample(*l.model, *l.tokenizer, prompt, so, r["seed"].as<uint64_t>());
   all.insert(all.end(), drawn.begin(), drawn.end());
-  const std::string attention_dir = r["attention-out"].as<std::string>();
   if (!attention_dir.empty()) write_lm_attention(*l.model, *l.tokenizer, all, attention_dir);
   return 0;
 }
@@ -313,6 +316,7 @@ int sample(const cxxopts::ParseResult& r) {
 int eval(const cxxopts::ParseResult& r) {
   configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   const int64_t batch = cli::flag_in_range<int64_t>(r, "batch-size", 1, 1 << 16);
+  const int64_t windows = r.count("eval-size") ? cli::flag_in_range<int64_t>(r, "eval-size", 1, 10'000'000) : 0;
   Loaded l = load_model(r["checkpoint"].as<std::string>());
   std::string path = r["text"].as<std::string>();
   double heldout = 0.1;
@@ -326,8 +330,7 @@ int eval(const cxxopts::ParseResult& r) {
     fail<IOError>("eval", "the checkpoint's training text {} is missing; hint: pass --text FILE, the text to evaluate on",
                   path);
   const TokenWindows data(l.tokenizer->encode(read_data(path)), l.model->config.context, heldout);
-  const LMEval e = evaluate_lm(*l.model, data, *l.tokenizer, r.count("eval-size") ? r["eval-size"].as<int64_t>() : 0,
-                               batch, dist::world());
+  const LMEval e = evaluate_lm(*l.model, data, *l.tokenizer, windows, batch, dist::world());
   fmt::print("held-out ({}, last {:.0f}%): {}\n", path.empty() ? std::string("fortunes") : path, 100 * heldout,
              eval_summary(e));
   return 0;

@@ -282,6 +282,7 @@ int translate(const cxxopts::ParseResult& r, const std::vector<std::string>& sen
   const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
   const double alpha = cli::flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
   const std::string attention_dir = r["attention-out"].as<std::string>();
+  if (!attention_dir.empty()) check_dir_writable(attention_dir, "attention-out");
   TrainedTranslator l = load_translator(r["checkpoint"].as<std::string>());
   const DecodeOptions d = decode_options(r, *l.model);
   const std::vector<std::string> lines = input_lines(r, sentences);
