@@ -177,7 +177,6 @@ std::pair<int64_t, int64_t> share_of(int64_t n, int rank, int size) {
   return {n * rank / size, n * (rank + 1) / size};
 }
 
-namespace {
 void claim_checkpoint_dir(TrainOptions& opt) {
   if (opt.checkpoint_dir.empty() || opt.run_dir) return;
   dist::Communicator& comm = dist::world();
@@ -195,14 +194,15 @@ void claim_checkpoint_dir(TrainOptions& opt) {
   opt.resume = opt.run_dir->resumes();
 }
 
+namespace {
 
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-class JsonLog {
 // The JSON-lines log (--log). A write that fails (a full disk) is an IOError,
 // as a checkpoint's is.
+class JsonLog {
  public:
   // A resumed run first drops the records past its checkpoint's step (they
   // come again), and a record cut short by a crash.
@@ -218,11 +218,10 @@ class JsonLog {
     if (!out_.is_open()) return;
     out_ << j.dump() << '\n';
     out_.flush();
-  }
     if (!out_) fail<IOError>("log", "cannot write {}: {}", path_, std::strerror(errno));
+  }
 
  private:
-  std::ofstream out_;
   std::string records_up_to(int64_t step) const {
     std::istringstream in(read_file_bytes(path_));
     std::string kept;
@@ -235,9 +234,9 @@ class JsonLog {
   }
 
   std::string path_;
+  std::ofstream out_;
 };
 
-// One run of train(): run() loops step() over the steps, evaluating and
 // SIGTERM and SIGINT, while a run trains: the first asks the loop to stop
 // after its step, a second ends the process (the default action). The
 // previous handlers come back when the run ends.
@@ -273,6 +272,7 @@ class StopSignals {
   struct sigaction previous_[2];
 };
 
+// One run of train(): run() loops step() over the steps, evaluating and
 // checkpointing on the flags' cadence; resume() restores a saved run first.
 // In a world of N ranks, the task gives each rank its share of every global
 // batch; rank 0 alone prints, logs and writes checkpoints.
@@ -284,14 +284,14 @@ class Trainer {
  private:
   void resume();
   void init_from();
-  void evaluate_start();
   CheckpointReader reader() const {
     return {opt_.program, meta_.task.is_object() ? meta_.task.value("task", "") : std::string()};
   }
-  bool step(int64_t step);
+  void evaluate_start();
   RunSummary nothing_to_train();
   int stop_requested();
   [[noreturn]] void stop(int64_t step, int signo);
+  bool step(int64_t step);
   double forward_backward(int64_t step);
   void skip_or_stop(int64_t step, double loss, double grad_norm, bool on_every_rank);
   void report(int64_t step, double loss, double lr, double grad_norm, int64_t tokens);
@@ -309,8 +309,8 @@ class Trainer {
   Module& model_;
   TrainOptions opt_;  // with the checkpoint directory claimed
   dist::Communicator& comm_;
-  cli::Progress progress_;
   StopSignals signals_;
+  cli::Progress progress_;
   const std::vector<Tensor> params_;
   dist::GradientReducer reducer_;
   std::unique_ptr<optim::Optimizer> optimizer_;
@@ -389,12 +389,12 @@ void Trainer::resume() {
   optimizer_->load_state_dict(c.optimizer);
   state_ = c.progress;
   state_.optimizer = opt_.optimizer;
-  if (const auto note = task_.restore_data_position(state_)) say(*note);
   const std::optional<int64_t> saved_batch = state_.global_batch;
-  task_.save_data_position(state_);
+  if (const auto note = task_.restore_data_position(state_)) say(*note);
   else if (saved_batch && *saved_batch != global_batch())
     say(fmt::format("the checkpoint's global batch was {}, now {} ({} process(es) x batch {}): the run continues "
                     "with the new batch", *saved_batch, global_batch(), comm_.size(), task_.batch_size()));
+  task_.save_data_position(state_);
   schedule_->set_last_step(state_.schedule_step);
   task_.dropout_generator().set_state(state_.rng);
   say(fmt::format("resumed from {} at step {}", c.model_path, state_.step));
@@ -442,19 +442,18 @@ void Trainer::evaluate_start() {
 }
 
 RunSummary Trainer::run() {
-  if (!opt_.init_from.empty()) evaluate_start();
   if (state_.step >= opt_.steps) return nothing_to_train();
+  if (!opt_.init_from.empty()) evaluate_start();
   model_.train();
   t0_ = Clock::now();
   for (int64_t s = first_; s <= last_; ++s) {
     if (step(s)) evaluate_or_checkpoint(s);
-  if (leads()) progress_.finish();
     if (const int signo = stop_requested()) stop(s, signo);
   }
+  if (leads()) progress_.finish();
   return finish();
 }
 
-// One training step on the next global batch: forward and backward on this
 // A resumed run already at --steps: its held-out evaluation, and no training.
 RunSummary Trainer::nothing_to_train() {
   if (leads())
@@ -492,6 +491,7 @@ void Trainer::stop(int64_t step, int signo) {
   throw cli::Stopped(fmt::format("stopped by {} at step {}; {}", name, step, where), 128 + signo);
 }
 
+// One training step on the next global batch: forward and backward on this
 // rank's share, the gradients summed across ranks, clipping, the schedule's
 // lr and the update. False when the step was skipped.
 bool Trainer::step(int64_t step) {
@@ -637,8 +637,8 @@ void Trainer::checkpoint(int64_t step) {
 // The summary; a run cut short by --stop-after ends with a checkpoint, a full one with an evaluation.
 RunSummary Trainer::finish() {
   summary_.steps = std::max(last_, state_.step);
-  summary_.stopped_early = last_ < opt_.steps;
   summary_.trained = std::max<int64_t>(0, last_ - first_ + 1);
+  summary_.stopped_early = last_ < opt_.steps;
   summary_.seconds = seconds_since(t0_);
   summary_.final_loss = summary_.losses.empty() ? NAN : summary_.losses.back();
   if (summary_.stopped_early) {
