@@ -51,11 +51,14 @@ TrainOptions default_training() {
   return t;
 }
 
+// The task's limits, for flags and for a checkpoint's task metadata alike.
+constexpr int64_t kMaxSymbols = 10000, kMaxLength = 1 << 16, kMaxTrainSize = 100'000'000;
+
 CopyTaskOptions task_from(const cxxopts::ParseResult& r, uint64_t seed) {
   CopyTaskOptions t;
-  t.num_symbols = cli::flag_in_range<int64_t>(r, "symbols", 1, 10000);
-  t.min_len = cli::flag_in_range<int64_t>(r, "min-length", 1, 1 << 16);
-  t.max_len = cli::flag_in_range<int64_t>(r, "max-length", 1, 1 << 16);
+  t.num_symbols = cli::flag_in_range<int64_t>(r, "symbols", 1, kMaxSymbols);
+  t.min_len = cli::flag_in_range<int64_t>(r, "min-length", 1, kMaxLength);
+  t.max_len = cli::flag_in_range<int64_t>(r, "max-length", 1, kMaxLength);
   t.reverse = r.count("reverse") > 0;
   t.seed = seed;
   if (t.max_len < t.min_len)
@@ -85,7 +88,10 @@ TaskRecord task_from_json(const nlohmann::json& j, const std::string& file) {
     r.task.reverse = j.at("reverse").get<bool>();
     r.task.seed = j.at("seed").get<uint64_t>();
     r.train_size = j.at("train_size").get<int64_t>();
-    if (r.task.num_symbols < 1 || r.task.min_len < 1 || r.task.max_len < r.task.min_len || r.train_size < 0)
+    // The flags' own ranges (make_options): a file may not ask for more than a command line can.
+    if (r.task.num_symbols < 1 || r.task.num_symbols > kMaxSymbols || r.task.min_len < 1 ||
+        r.task.max_len < r.task.min_len || r.task.max_len > kMaxLength || r.train_size < 0 ||
+        r.train_size > kMaxTrainSize)
       fail<IOError>("checkpoint", "{}: task metadata out of range: {}", file, j.dump());
     return r;
   } catch (const nlohmann::json::exception& e) {
@@ -159,7 +165,7 @@ int train(const cxxopts::ParseResult& r) {
   TrainOptions opt = train_options_from(r, default_training());
   TransformerConfig cfg = model_config_from(r, default_model());
   CopyTaskOptions task = task_from(r, opt.seed);
-  const int64_t train_size = cli::flag_in_range<int64_t>(r, "train-size", 0, 100'000'000);
+  const int64_t train_size = cli::flag_in_range<int64_t>(r, "train-size", 0, kMaxTrainSize);
   if (task.max_len + 2 > cfg.max_len)
     fail<ValueError>("flags", "--max-length {} needs --max-len >= {} (sequence + BOS/EOS)", task.max_len, task.max_len + 2);
   check_outputs_writable(opt);
