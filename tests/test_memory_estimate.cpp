@@ -43,7 +43,7 @@ TEST(MemoryEstimate, ParameterCountMatchesTheModel) {
   for (const TransformerConfig& c : configs) {
     Generator gen(1);
     const Seq2SeqTransformer model(c, gen, nullptr);
-    EXPECT_EQ(transformer_parameter_count(c), model.num_parameters()) << c.to_json().dump();
+    EXPECT_EQ(c.parameter_count(), model.num_parameters()) << c.to_json().dump();
   }
 }
 

@@ -1,18 +1,50 @@
 #include "examples/common/checkpoint_model.h"
 
+#include <attograd/autograd/engine.h>
+#include "examples/common/memory_estimate.h"
+
 namespace attograd {
 
+namespace {
+
+// What a checkpoint's weights must be before a model is built from its
+// config: exactly as many elements as that model's state_dict (so a config
+// that lies about its sizes is refused before it allocates anything), room
+// in memory for the model beside them, and finite values (NaN weights would
+// decode junk with exit code 0).
+void check_weights(const Checkpoint& c, int64_t config_state_numel) {
+  int64_t held = 0;
+  for (const auto& [name, t] : c.model) held = checked_add(held, t.numel(), "checkpoint", "the weights' element count");
+  if (held != config_state_numel)
+    fail<IOError>("checkpoint", "{}: its model config describes {} weights, but the file holds {}; hint: the config "
+                  "was edited, or the file mixed from two checkpoints", c.model_path, config_state_numel, held);
+  const double bytes = 4.0 * static_cast<double>(held);  // float32, as the model is built
+  if (const auto available = available_memory(); available && bytes > available->bytes)
+    fail<IOError>("checkpoint", "{}: its model needs {} of memory, but {} is available ({}); hint: a machine with more "
+                  "memory", c.model_path, format_bytes(bytes), format_bytes(available->bytes), available->bound);
+  for (const auto& [name, t] : c.model)
+    if (!all_finite(t))
+      fail<IOError>("checkpoint", "{}: tensor '{}' holds NaN or Inf values; hint: the run that wrote it diverged, or "
+                    "the file is corrupt", c.model_path, name);
+}
+
+}  // namespace
+
 std::unique_ptr<GPT> gpt_from_checkpoint(const Checkpoint& c) {
+  const GPTConfig config = GPTConfig::from_json(c.meta.config);
+  check_weights(c, config.state_numel());
   Generator gen(0);
-  auto model = std::make_unique<GPT>(GPTConfig::from_json(c.meta.config), gen);
+  auto model = std::make_unique<GPT>(config, gen);
   model->load_state_dict(c.model);
   model->eval();
   return model;
 }
 
 std::unique_ptr<Seq2SeqTransformer> seq2seq_from_checkpoint(const Checkpoint& c) {
+  const TransformerConfig config = TransformerConfig::from_json(c.meta.config);
+  check_weights(c, config.state_numel());
   Generator gen(0);
-  auto model = std::make_unique<Seq2SeqTransformer>(TransformerConfig::from_json(c.meta.config), gen, nullptr);
+  auto model = std::make_unique<Seq2SeqTransformer>(config, gen, nullptr);
   model->load_state_dict(c.model);
   model->eval();
   return model;

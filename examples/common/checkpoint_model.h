@@ -1,9 +1,12 @@
 // The model a checkpoint holds, built as every program builds it (lm sample
 // and eval, copy_task eval and decode, translate, heads_study --inspect) and
 // as the model fuzz target does (fuzz/model_target.h): the config from the
-// metadata, validated (ValueError naming the bad field), a model of that
-// config, then the file's weights (IOError or ShapeError when one is missing,
-// unexpected or of another shape). The model comes back in eval mode.
+// metadata, validated (ValueError naming the bad field); the file's weights
+// checked against it before anything is allocated (IOError when their element
+// count is not the config's model's, when the model would not fit in the
+// memory left, or when a weight is NaN or Inf); a model of that config, then
+// the file's weights (IOError or ShapeError when one is missing, unexpected
+// or of another shape). The model comes back in eval mode.
 #pragma once
 #include <memory>
 

@@ -20,20 +20,6 @@ constexpr double kFloatBytes = 4;
 
 }  // namespace
 
-int64_t transformer_parameter_count(const TransformerConfig& c) {
-  const int64_t E = c.d_model, F = c.d_ff;
-  const int64_t attention = 4 * (E * E + E);   // q, k, v, out projections with bias
-  const int64_t kv = c.decoder_kv_heads() * (E / c.heads);                  // G·D
-  const int64_t grouped_attention = 2 * (E * E + E) + 2 * (E * kv + kv);   // the decoder's, k and v E -> G·D
-  const int64_t feed_forward = E * F + F + F * E + E;
-  const int64_t norm = 2 * E;                  // weight and bias
-  const int64_t encoder = c.enc_layers * (attention + feed_forward + 2 * norm) + (c.pre_ln ? norm : 0);
-  const int64_t decoder = c.dec_layers * (2 * grouped_attention + feed_forward + 3 * norm) + (c.pre_ln ? norm : 0);
-  const int64_t embeddings = (c.src_vocab + c.tgt_vocab) * E;
-  const int64_t generator = (c.tie_embeddings ? 0 : E * c.tgt_vocab) + c.tgt_vocab;
-  return embeddings + encoder + decoder + generator;
-}
-
 MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len,
                                         int optimizer_buffers) {
   const double B = static_cast<double>(batch), S = static_cast<double>(src_len), T = static_cast<double>(tgt_len);
@@ -45,7 +31,7 @@ MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batc
                     static_cast<double>(c.dec_layers) * dec_layer + B * T * 2 * V + std::max(enc_layer, dec_layer);
   if (c.dropout > 0) elements *= 1.25;
   MemoryEstimate m;
-  m.parameters = transformer_parameter_count(c);
+  m.parameters = c.parameter_count();
   const double p = static_cast<double>(m.parameters) * kFloatBytes;
   m.weights = p + static_cast<double>(c.max_len) * E * kFloatBytes;
   m.gradients = p;

@@ -6,7 +6,7 @@
 // BOS/EOS), E = d_model, F = d_ff, H heads, V vocab sizes, L layers.
 //
 // Everything is float32 (4 bytes an element):
-//   weights      P = the parameter count (transformer_parameter_count), plus
+//   weights      P = the parameter count (TransformerConfig::parameter_count), plus
 //                the sinusoidal position table max_len·E (a buffer)
 //   gradients    P
 //   optimizer    k·P, k the parameter-sized buffers it keeps (AdamW and Adam
@@ -52,9 +52,6 @@ struct MemoryEstimate {
   std::string summary() const;
 };
 
-// The parameters Seq2SeqTransformer(c) registers (Module::num_parameters),
-// computed from the config alone.
-int64_t transformer_parameter_count(const TransformerConfig& c);
 
 // A training step on batches of `batch` sequences of at most src_len / tgt_len
 // tokens, with an optimizer that keeps `optimizer_buffers` buffers per parameter.
