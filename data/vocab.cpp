@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 
 #include <attograd/autograd/error.h>
+#include <attograd/autograd/io/safetensors.h>
 #include <attograd/data/tokenizer.h>
 
 namespace attograd {
@@ -137,12 +137,10 @@ void Vocab::save(const std::string& path) const {
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail<IOError>("Vocab::load", "cannot open '{}'; hint: check the path", path);
-  std::ostringstream text;
-  text << f.rdbuf();
-  if (f.bad()) fail<IOError>("Vocab::load", "reading '{}' failed", path);
-  return parse(text.view(), path);
+  // A vocabulary of every Unicode code point is under 10 MB: the bound only
+  // keeps a wrong path (a device, a huge file) from filling memory.
+  constexpr uint64_t kMaxVocabFileBytes = uint64_t{256} << 20;
+  return parse(read_file_bytes(path, kMaxVocabFileBytes), path);
 }
 
 Vocab Vocab::parse(std::string_view text, std::string_view source) {

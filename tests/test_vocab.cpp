@@ -134,7 +134,7 @@ TEST(Vocab, LoadAcceptsCrlfAndNoFinalNewline) {
 
 TEST(Vocab, CorruptFilesRejectedWithLineNumbers) {
   expect_error<IOError>([] { Vocab::load("/nonexistent/attograd/vocab.txt"); },
-                        {"Vocab::load", "cannot open", "/nonexistent/attograd/vocab.txt"});
+                        {"cannot open", "/nonexistent/attograd/vocab.txt"});
   {
     TempFile f("order.txt", "<pad>\n<eos>\n<bos>\n<unk>\nx\n");
     expect_error<IOError>([&] { Vocab::load(f.path); }, {"Vocab::load", "line 2", "expected '<bos>'", "got '<eos>'"});

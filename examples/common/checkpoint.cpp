@@ -77,9 +77,14 @@ std::optional<int64_t> metadata_step(const Metadata& md, const std::string& file
   return step;
 }
 
+// A small bookkeeping file (run.json, the lock's pid); "" when it cannot be
+// read, or is not a small regular file.
 std::string read_file_or_empty(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  try {
+    return read_file_bytes(path, uint64_t{1} << 20);
+  } catch (const IOError&) {
+    return "";
+  }
 }
 
 std::string metadata_or(const Metadata& md, const std::string& key, const std::string& otherwise = "") {
