@@ -289,7 +289,8 @@ void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad,
 template <class T>
 AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                                 const Dims& d) {
-  const auto [B, H, T_, S, D, Dv, G] = d;
+  // Plain copies, not a structured binding: clang before 16 cannot capture bindings in lambdas.
+  const int64_t B = d.B, H = d.H, T_ = d.T, S = d.S, D = d.D, Dv = d.Dv;
   const T scale = static_cast<T>(scale_of(o, d));
   const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
   const Masks<T> masks = gather_masks<T>(o, d);
@@ -430,7 +431,7 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
 // The backward kernel, per head (see the derivation in fused_attention).
 template <class T>
 void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx) {
-  const auto [B, H, T_, S, D, Dv, G] = sv.d;
+  const int64_t B = sv.d.B, H = sv.d.H, T_ = sv.d.T, S = sv.d.S, D = sv.d.D, Dv = sv.d.Dv, G = sv.d.G;
   const int64_t TS = T_ * S, R = H / G;
   const T scale = static_cast<T>(sv.scale), keep_scale = static_cast<T>(sv.keep_scale);
   const bool dropping = buf.keep.defined(), need_dp = dx.needs(0) || dx.needs(1) || dx.needs(3);
