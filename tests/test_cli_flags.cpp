@@ -474,7 +474,7 @@ TEST(CliFlags, ProgressIsPlainLinesUnlessOnALiveTerminal) {
   if (!std::filesystem::exists("/usr/bin/script")) GTEST_SKIP() << "no script(1) to give the program a pty";
   testing::TempDir tmp("cli_progress");
   std::string cmd = testing::shell_quote(bin("copy_task"));
-  for (const std::string& a : kTinyCopy) cmd += " " + testing::shell_quote(a);
+  for (const std::string& a : kTinyCopy) cmd.append(" ").append(testing::shell_quote(a));
   cmd += " --steps 3 --log-every 1";
   auto on_pty = [&](const std::string& term) {
     return testing::run_program("/usr/bin/script", {"-qec", "TERM=" + term + " " + cmd, "/dev/null"}, tmp.path);
@@ -498,7 +498,7 @@ constexpr bool kSanitized = false;
 testing::ProgramOutcome under_ulimit(const std::string& kb, const std::string& program,
                                      const std::vector<std::string>& args, const std::string& scratch) {
   std::string cmd = fmt::format("ulimit -v {} && exec {}", kb, testing::shell_quote(bin(program)));
-  for (const std::string& a : args) cmd += " " + testing::shell_quote(a);
+  for (const std::string& a : args) cmd.append(" ").append(testing::shell_quote(a));
   return testing::run_program("/bin/sh", {"-c", cmd}, scratch);
 }
 

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <filesystem>
 
+#include <attograd/autograd/ops.h>
+#include "examples/common/backprop_views.h"
 #include "examples/common/preflight.h"
 #include "test_util.h"
 
@@ -108,7 +110,7 @@ TEST(Preflight, TheAvailableMemoryHonoursUlimit) {
   testing::TempDir tmp("preflight");
   auto under = [&](const std::string& kb, const std::vector<std::string>& args) {
     std::string cmd = fmt::format("ulimit -v {} && exec {}/copy_task", kb, ATTOGRAD_BIN_DIR);
-    for (const std::string& a : args) cmd += " " + testing::shell_quote(a);
+    for (const std::string& a : args) cmd.append(" ").append(testing::shell_quote(a));
     return testing::run_program("/bin/sh", {"-c", cmd}, tmp.path);
   };
   const testing::ProgramOutcome ok = under("3000000", {"train", "--steps", "1", "--warmup", "0", "--eval-size", "4",
@@ -119,6 +121,19 @@ TEST(Preflight, TheAvailableMemoryHonoursUlimit) {
   const testing::ProgramOutcome big = under("1000000", {"train", "--d-model", "2048", "--d-ff", "8192", "--quiet"});
   testing::expect_one_line_error(big, "copy_task", "memory: this run needs about");
   EXPECT_NE(big.err.find("is available (ulimit -v); hint:"), std::string::npos) << big.err;
+}
+
+// "backprop views: cannot write g" once gave no reason.
+TEST(Preflight, AViewThatCannotBeWrittenSaysWhy) {
+  testing::TempDir tmp("preflight");
+  const Tensor x = testing::randn_leaf({3}, 1);
+  const Tensor loss = sum(x * x);
+  BackwardTrace trace;
+  loss.backward();
+  for (const BackpropViews& v : {BackpropViews{.graph_out = tmp / "no/g.dot"},
+                                 BackpropViews{.trace_backward = tmp / "no/t.jsonl"}})
+    testing::expect_error<IOError>([&] { write_backprop_views(v, loss, trace, {}); },
+                                   {"backprop views: cannot write " + tmp.path + "/no/", ": No such file or directory"});
 }
 
 TEST(Preflight, AWritableDirectoryIsCreatedAndLeftClean) {
