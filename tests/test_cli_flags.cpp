@@ -343,6 +343,7 @@ TEST(CliFlags, EveryIntegerFlagIsRangeChecked) {
                                    "--eval-size must be in [1, 10000000], got " + v);
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"lm", {"train", "--vocab-size", "-1"}},
+      {"translate", {"eval", "--checkpoint", tmp.path, "--max-len", "-5"}},
       {"copy_task", {"train", "--max-length", "9223372036854775807"}},
       {"copy_task", {"train", "--min-length", "0"}},
       {"copy_task", {"train", "--train-size", "4611686018427387904"}},

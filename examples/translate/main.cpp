@@ -188,6 +188,7 @@ int eval(const cxxopts::ParseResult& r) {
   const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
   const double alpha = cli::flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
   const int64_t samples = cli::flag_in_range<int64_t>(r, "samples", 0, 1000);
+  const int64_t max_len = cli::flag_in_range<int64_t>(r, "max-len", 0, 1 << 16);
   TrainedTranslator l = load_translator(r["checkpoint"].as<std::string>());
   const std::string split = r["split"].as<std::string>();
   const ParallelText text = read_split(r["data"].as<std::string>(), split, l.tr.task.lang);
@@ -201,7 +202,7 @@ int eval(const cxxopts::ParseResult& r) {
   eo.max_examples = n;
   eo.beam = beam;
   eo.length_penalty = alpha;
-  eo.max_decode_len = r["max-len"].as<int64_t>() > 0 ? decode_options(r, *l.model).max_len : 0;
+  eo.max_decode_len = max_len > 0 ? decode_options(r, *l.model).max_len : 0;
   EvalResult e = evaluate(*l.model, data, eo);
   l.tr.add_metrics(e);
   fmt::print("{} ({} sentences, en -> {}, {}): {}\n", split, e.examples, l.tr.task.lang,
