@@ -246,11 +246,12 @@ void report_and_abort(dist::Communicator* world, const std::string& line) {
   if (parallel) world->abort(2);
 }
 
+// The line for a std::bad_alloc, with the memory left as the preflight counts it.
 std::string out_of_memory() {
   std::string available;
   try {
     if (const std::optional<AvailableMemory> a = available_memory()) available = "; " + describe(*a);
-  } catch (...) {
+  } catch (...) {  // reading the limits needs a little memory too; the line goes out without them
   }
   return fmt::format("out of memory (std::bad_alloc{}); hint: smaller --d-model/--d-ff/--layers/--batch-size, "
                      "or check the memory limit (ulimit -v, cgroup)", available);
