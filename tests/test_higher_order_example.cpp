@@ -80,7 +80,7 @@ TEST(HigherOrderExample, BadFlagIsOneLineError) {
   testing::expect_one_line_error(testing::run_program(kProgram, {"--steps", "0"}, tmp.path), "higher_order",
                                  "--steps must be in [1, 100000], got 0");
   testing::expect_one_line_error(testing::run_program(kProgram, {"--dot", tmp.path + "/no/such/dir/g.dot"}, tmp.path),
-                                 "higher_order", "cannot write");
+                                 "higher_order", "--dot: cannot open");
 }
 
 }  // namespace

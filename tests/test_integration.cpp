@@ -24,16 +24,9 @@ namespace {
 
 const std::string kProgram = std::string(ATTOGRAD_BIN_DIR) + "/copy_task";
 
-// A checkpoint file's bytes without its run id, the one field in which two
-// runs of the same flags differ.
-std::string without_run_id(const std::string& path) {
-  attograd::SafetensorsData d = attograd::load_safetensors(path);
-  d.metadata.erase("run");
-  return attograd::serialize_safetensors(d.tensors, d.metadata);
-}
-
 using Outcome = attograd::testing::ProgramOutcome;
 using attograd::testing::lines_of;
+using attograd::testing::without_run_id;
 using attograd::testing::read_text;
 using attograd::testing::write_text;
 

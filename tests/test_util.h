@@ -18,6 +18,7 @@
 
 #include <attograd/autograd/generator.h>
 #include <attograd/autograd/gradcheck.h>
+#include <attograd/autograd/io/safetensors.h>
 #include <attograd/autograd/tensor.h>
 
 namespace attograd::testing {
@@ -156,6 +157,14 @@ inline std::string read_text(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// A checkpoint file's bytes without its run id, the one field in which two
+// runs of the same flags differ (resume-exactness tests compare the rest).
+inline std::string without_run_id(const std::string& path) {
+  SafetensorsData d = load_safetensors(path);
+  d.metadata.erase("run");
+  return serialize_safetensors(d.tensors, d.metadata);
 }
 
 inline void write_text(const std::string& path, const std::string& text) {
