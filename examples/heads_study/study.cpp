@@ -13,6 +13,7 @@
 #include <attograd/autograd/io/safetensors.h>
 #include <attograd/autograd/engine.h>
 #include "examples/common/attention_svg.h"
+#include "examples/common/checkpoint_model.h"
 #include "examples/heads_study/curves.h"
 #include "examples/heads_study/head_stats.h"
 #include "examples/heads_study/stats.h"
@@ -561,15 +562,17 @@ std::string convert_to_grouped_query(const std::string& checkpoint, int64_t kv_h
     fail<ValueError>("convert-gqa", "--to {} must name a *.model.safetensors file (what translate and heads_study "
                      "load as a checkpoint); hint: --to {}.model.safetensors", out, out);
   const Checkpoint c = load_checkpoint(checkpoint, /*need_train_state=*/false, CheckpointReader{"heads_study", "translate"});
-  SafetensorsData file = load_safetensors(c.model_path);
-  const TransformerConfig from = TransformerConfig::from_json(c.meta.config);
+  // Built as every program loads a checkpoint: its weights checked against its config first.
+  const std::unique_ptr<Seq2SeqTransformer> model = seq2seq_from_checkpoint(c);
+  const TransformerConfig& from = model->config;
   if (kv_heads <= 0 || from.heads % kv_heads != 0)
     fail<ValueError>("convert-gqa", "--kv-heads {} must divide the model's heads {}", kv_heads, from.heads);
-  GroupedQueryModel g = to_grouped_query(from, file.tensors, kv_heads);
-  file.metadata["config"] = g.config.to_json().dump();
-  file.metadata["program"] = "heads_study";
-  file.metadata.erase("run");  // a new model, of no training run
-  save_model_file(out, g.state, file.metadata);
+  GroupedQueryModel g = to_grouped_query(from, model->state_dict(), kv_heads);
+  Metadata metadata = load_safetensors(c.model_path).metadata;
+  metadata["config"] = g.config.to_json().dump();
+  metadata["program"] = "heads_study";
+  metadata.erase("run");  // a new model, of no training run
+  save_model_file(out, g.state, metadata);
   return fmt::format("{}: H = {}, decoder K/V heads {} -> {} (k_proj, v_proj mean-pooled per group); KV cache {}x "
                      "smaller; wrote {}", c.model_path, from.heads, from.decoder_kv_heads(), kv_heads,
                      from.decoder_kv_heads() / kv_heads, out);
