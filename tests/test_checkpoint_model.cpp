@@ -83,6 +83,24 @@ TEST(CheckpointModel, AConfigThatDisagreesWithTheWeightsIsRefused) {
   expect_error<IOError>([&] { seq2seq_from_checkpoint(s); }, {"weights, but the file holds"});
 }
 
+// A file with the right number of elements under other names (probe B9's
+// 40k extra empty tensors, or a renamed one) names the tensor and the file,
+// not a C++ hint.
+TEST(CheckpointModel, TensorsUnderOtherNamesAreRefusedByName) {
+  Checkpoint g = gpt_checkpoint(tiny_gpt());
+  g.model["zz0"] = Tensor::zeros({0});
+  expect_error<IOError>([&] { gpt_from_checkpoint(g); },
+                        {"ckpt/step-00000020.model.safetensors", "tensor 'zz0' is not part of the model"});
+  g.model.erase("zz0");
+  g.model["ln_f.renamed"] = g.model.at("ln_f.bias");
+  g.model.erase("ln_f.bias");
+  expect_error<IOError>([&] { gpt_from_checkpoint(g); }, {"tensor 'ln_f.renamed' is not part of the model"});
+  Checkpoint s = seq2seq_checkpoint(tiny_seq2seq());
+  s.model["generator.bias"] = Tensor::zeros({2, 5});  // 10 elements, as [10] has
+  expect_error<IOError>([&] { seq2seq_from_checkpoint(s); },
+                        {"ckpt/step-00000020.model.safetensors", "'generator.bias'", "shape [2, 5]"});
+}
+
 // Probe W5: NaN weights loaded silently and decoded junk with exit code 0.
 TEST(CheckpointModel, NonFiniteWeightsAreRefusedByName) {
   Checkpoint g = gpt_checkpoint(tiny_gpt());

@@ -28,6 +28,27 @@ void check_weights(const Checkpoint& c, int64_t config_state_numel) {
                     "the file is corrupt", c.model_path, name);
 }
 
+// The file's weights into `model`: the same names (a crafted file may add or
+// drop tensors), then load_state_dict's shape and dtype checks, each error
+// naming the file.
+void load_weights(Module& model, const Checkpoint& c) {
+  const TensorMap mine = model.state_dict();
+  const auto hint = "hint: the file was edited, or mixed from two checkpoints";
+  for (const auto& [name, t] : c.model)
+    if (!mine.count(name))
+      fail<IOError>("checkpoint", "{}: tensor '{}' is not part of the model its config describes; {}", c.model_path,
+                    name, hint);
+  for (const auto& [name, t] : mine)
+    if (!c.model.count(name))
+      fail<IOError>("checkpoint", "{}: holds no tensor '{}', which the model its config describes needs; {}",
+                    c.model_path, name, hint);
+  try {
+    model.load_state_dict(c.model);
+  } catch (const Error& e) {
+    fail<IOError>("checkpoint", "{}: {}", c.model_path, e.what());
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<GPT> gpt_from_checkpoint(const Checkpoint& c) {
@@ -35,7 +56,7 @@ std::unique_ptr<GPT> gpt_from_checkpoint(const Checkpoint& c) {
   check_weights(c, config.state_numel());
   Generator gen(0);
   auto model = std::make_unique<GPT>(config, gen);
-  model->load_state_dict(c.model);
+  load_weights(*model, c);
   model->eval();
   return model;
 }
@@ -45,7 +66,7 @@ std::unique_ptr<Seq2SeqTransformer> seq2seq_from_checkpoint(const Checkpoint& c)
   check_weights(c, config.state_numel());
   Generator gen(0);
   auto model = std::make_unique<Seq2SeqTransformer>(config, gen, nullptr);
-  model->load_state_dict(c.model);
+  load_weights(*model, c);
   model->eval();
   return model;
 }
