@@ -210,7 +210,7 @@ TEST_F(CopyTaskProgram, BadInputGetsOneLineAndExitCode2) {
       {"on-nonfinite", {"train", "--on-nonfinite", "bad"}, "--on-nonfinite must be stop or skip, got 'bad'"},
       {"resume without a dir", {"train", "--resume"}, "--resume needs --checkpoint-dir"},
       {"stop-after without a dir", {"train", "--stop-after", "5"}, "--stop-after needs --checkpoint-dir"},
-      {"negative stop-after", {"train", "--stop-after", "-1"}, "--stop-after must be >= 0, got -1"},
+      {"negative stop-after", {"train", "--stop-after", "-1"}, "--stop-after must be in [0, 1099511627776], got -1"},
       {"dump-batch into a missing dir", {"eval", "--checkpoint", ck, "--dump-batch", path("no/such/dir/b.st")},
        path("no/such/dir/b.st")},
       {"eval without checkpoint", {"eval"}, "--checkpoint is required"},

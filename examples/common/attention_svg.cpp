@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 
 #include <fmt/format.h>
 
 #include <attograd/autograd/error.h>
+#include <attograd/autograd/io/safetensors.h>
 #include <attograd/autograd/engine.h>
 
 namespace attograd {
@@ -166,12 +166,8 @@ void write_attention_pictures(const AttentionPictures& pics, const std::string& 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail<IOError>("attention", "cannot create {}: {}", dir, ec.message());
-  auto write = [&](const std::string& name, const std::string& text) {
-    const std::string path = dir + "/" + name;
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) fail<IOError>("attention", "cannot write {}", path);
-  };
+  // write_file_atomic's error names the file and the system's reason (disk full, permissions).
+  auto write = [&](const std::string& name, const std::string& text) { write_file_atomic(dir + "/" + name, text); };
   std::string html = fmt::format(
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>attention: {}</title>\n<style>body{{font-family:sans-serif;"
       "margin:16px}} .row{{display:flex;flex-wrap:wrap;gap:8px;align-items:flex-start}} img{{border:1px solid #ddd}}"

@@ -135,8 +135,7 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   t.checkpoint_every = cli::flag_in_range<int64_t>(r, "checkpoint-every", 0, int64_t{1} << 40);
   t.keep_last = cli::flag_in_range<int64_t>(r, "keep-last", 1, 1000);
   t.resume = r.count("resume") > 0;
-  t.stop_after = r["stop-after"].as<int64_t>();
-  if (t.stop_after < 0) fail<ValueError>("flags", "--stop-after must be >= 0, got {}", t.stop_after);
+  t.stop_after = cli::flag_in_range<int64_t>(r, "stop-after", 0, int64_t{1} << 40);
   if (t.stop_after > 0 && t.checkpoint_dir.empty())
     fail<ValueError>("flags", "--stop-after needs --checkpoint-dir (the run continues from its checkpoint)");
   if (t.resume && t.checkpoint_dir.empty()) fail<ValueError>("flags", "--resume needs --checkpoint-dir");
