@@ -146,6 +146,12 @@ TEST_F(RunDir, AnotherRunIntoTheSameDirectoryIsRefusedAndLeavesItIntact) {
   EXPECT_TRUE(testing::contains(replaced.out, "--overwrite: removed")) << replaced.out;
   EXPECT_NE(testing::read_text(ck_ + "/tokenizer.json"), tokenizer);
   EXPECT_EQ(list_checkpoints(ck_), std::vector<int64_t>{5});
+
+  // --overwrite would remove the checkpoint --init-from starts from: refused, the directory intact.
+  const ProgramOutcome self = lm(text_b_, {"--steps", "5", "--checkpoint-dir", ck_, "--overwrite", "--init-from",
+                                           ck_ + "/step-00000005.model.safetensors"});
+  testing::expect_one_line_error(self, "lm", "lies in --checkpoint-dir");
+  EXPECT_EQ(list_checkpoints(ck_), std::vector<int64_t>{5});
 }
 
 TEST_F(RunDir, ResumingAFinishedRunEvaluatesItInsteadOfInventingResults) {

@@ -1,5 +1,7 @@
 #include "examples/common/trainer.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -146,6 +148,13 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   if (t.resume && !t.init_from.empty())
     fail<ValueError>("flags", "--init-from and --resume exclude each other; hint: --resume alone continues a run "
                      "that started --init-from, from its own checkpoint");
+  if (t.overwrite && !t.init_from.empty()) {  // --overwrite would remove the checkpoint the run starts from
+    namespace fs = std::filesystem;
+    const fs::path from = fs::weakly_canonical(t.init_from), dir = fs::weakly_canonical(t.checkpoint_dir);
+    if (std::mismatch(dir.begin(), dir.end(), from.begin(), from.end()).first == dir.end())
+      fail<ValueError>("flags", "--init-from {} lies in --checkpoint-dir {}, which --overwrite empties first; hint: "
+                       "another --checkpoint-dir", t.init_from, t.checkpoint_dir);
+  }
   t.seed = r["seed"].as<uint64_t>();
   t.threads = cli::flag_in_range<int>(r, "threads", 1, 256);
   const std::string nf = r["on-nonfinite"].as<std::string>();
@@ -238,16 +247,18 @@ class JsonLog {
 
 // SIGTERM and SIGINT, while a run trains: the first asks the loop to stop
 // after its step, a second ends the process (the default action). The
-// previous handlers come back when the run ends.
-volatile std::sig_atomic_t g_stop_signal = 0;
+// previous handlers come back when the run ends; a signal the process was
+// started ignoring (a background job of a script ignores SIGINT) stays
+// ignored. The signal may land on any thread (the pool's, BLAS', MPI's), so
+// the flag is a lock-free atomic, the only state a handler may touch.
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void on_stop_signal(int signo) {
-  if (g_stop_signal != 0) {
+  if (g_stop_signal.exchange(signo) != 0) {
     std::signal(signo, SIG_DFL);
     std::raise(signo);
-    return;
   }
-  g_stop_signal = signo;
 }
 
 class StopSignals {
@@ -256,19 +267,26 @@ class StopSignals {
     g_stop_signal = 0;
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;  // system calls elsewhere go on rather than fail with EINTR
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < 2; ++i) sigaction(kSignals[i], &sa, &previous_[i]);
+    for (size_t i = 0; i < 2; ++i) {
+      sigaction(kSignals[i], nullptr, &previous_[i]);
+      installed_[i] = previous_[i].sa_handler != SIG_IGN;
+      if (installed_[i]) sigaction(kSignals[i], &sa, nullptr);
+    }
   }
   ~StopSignals() {
-    for (size_t i = 0; i < 2; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+    for (size_t i = 0; i < 2; ++i)
+      if (installed_[i]) sigaction(kSignals[i], &previous_[i], nullptr);
   }
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
-  static int received() { return g_stop_signal; }
+  static int received() { return g_stop_signal.load(); }
 
  private:
   static constexpr int kSignals[2] = {SIGTERM, SIGINT};
   struct sigaction previous_[2];
+  bool installed_[2] = {false, false};
 };
 
 // One run of train(): run() loops step() over the steps, evaluating and
@@ -472,10 +490,10 @@ RunSummary Trainer::nothing_to_train() {
 int Trainer::stop_requested() {
   const int mine = StopSignals::received();
   if (comm_.size() == 1) return mine;
-  std::vector<double> got{mine != 0 ? 1.0 : 0.0, static_cast<double>(mine)};  // ranks that got one, their signals
+  // How many ranks got each signal; every rank then reports the same one, SIGTERM first.
+  std::vector<double> got{mine == SIGTERM ? 1.0 : 0.0, mine == SIGINT ? 1.0 : 0.0};
   comm_.allreduce_sum(std::span<double>(got));
-  if (got[0] == 0) return 0;
-  return mine != 0 ? mine : static_cast<int>(std::lround(got[1] / got[0]));
+  return got[0] > 0 ? SIGTERM : got[1] > 0 ? SIGINT : 0;
 }
 
 // Ends the run after `step` at a signal's request: a checkpoint of that step,
