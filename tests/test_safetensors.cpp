@@ -9,7 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -371,28 +370,14 @@ std::string many_entries_header(size_t n) {
   return h + "}";
 }
 
-// Probe B9: nlohmann's callback parser rescanned the parent object at every
-// entry's end, so 40k entries took 12 s and 200k over a minute. The header is
-// now parsed in linear time and at most 100,000 tensors are accepted. The
-// bounds below are correctness bounds for a quadratic bug (the linear parse
-// of 40k entries takes about 0.3 s in Release, a few times that under the
-// sanitizers), not a benchmark.
-TEST(SafetensorsReject, ManyEntriesParseInLinearTimeAndAreBounded) {
-  const auto seconds_to_parse = [](const std::string& header) {
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      parse_safetensors(file_of(header), "many.st");
-    } catch (const IOError&) {
-    }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  const std::string forty_k = many_entries_header(40'000);
-  EXPECT_EQ(parse_safetensors(file_of(forty_k)).tensors.size(), 40'000u);
-  EXPECT_LT(seconds_to_parse(forty_k), 6.0);
+// Probe B9: nlohmann's callback parser was quadratic (40k entries 12 s);
+// tests/test_fuzz_regressions.cpp times the linear parse. Here: a header of
+// 40,000 entries parses, and one past 100,000 tensors is refused.
+TEST(SafetensorsReject, ManyEntriesAreReadAndBounded) {
+  EXPECT_EQ(parse_safetensors(file_of(many_entries_header(40'000))).tensors.size(), 40'000u);
   const std::string too_many = many_entries_header(100'001);
   EXPECT_TRUE(throws_with([&] { parse_safetensors(file_of(too_many), "many.st"); },
                           {"many.st", "more than 100000 tensors"}));
-  EXPECT_LT(seconds_to_parse(too_many), 6.0);
 }
 
 TEST(SafetensorsFilesReject, DevicesDirectoriesAndOversizedFiles) {

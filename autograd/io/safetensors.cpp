@@ -8,6 +8,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <optional>
 #include <unordered_set>
@@ -395,6 +396,23 @@ SafetensorsData parse_safetensors(std::string_view bytes, std::string_view sourc
   return out;
 }
 
+Metadata load_safetensors_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail<IOError>("safetensors", "{}: cannot open it", path);
+  char length[8];
+  if (!in.read(length, 8)) bad(path, "the file is shorter than the 8-byte header length; hint: the file is truncated");
+  const uint64_t n = read_u64_le(length);
+  if (n > kMaxHeaderBytes)
+    bad(path, "header length {} exceeds the {}-byte limit; hint: the file is corrupt or not a safetensors file", n,
+        kMaxHeaderBytes);
+  std::string header(static_cast<size_t>(n), '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(n)))
+    bad(path, "header length {} runs past the end of the file; hint: the file is truncated", n);
+  const json root = parse_header(path, header);
+  const auto it = root.find("__metadata__");
+  return it == root.end() ? Metadata{} : read_metadata(path, *it);
+}
+
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
   write_file_atomic(path, serialize_safetensors(tensors, metadata));
 }
@@ -421,16 +439,28 @@ std::string_view file_kind(mode_t mode) {
 }  // namespace
 
 std::string read_file_bytes(const std::string& path, uint64_t max_bytes) {
-  // Refused before opening: a device may never end (/dev/zero, /dev/urandom)
-  // or block forever (a tty). A FIFO is read like a file, up to max_bytes.
+  // A device may never end (/dev/zero, /dev/urandom) or block forever (a
+  // tty): refused before it is opened, and checked again on the descriptor,
+  // so the file checked is the file read. A FIFO is read like a file, up to
+  // max_bytes (opening one waits for its writer, as cat does).
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+  auto refuse_unless_file = [&](int fd) {
+    if (S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)) return;
+    if (fd >= 0) ::close(fd);
     fail<IOError>("read_file_bytes", "'{}' is {}, expected a file; hint: pass a regular file (or a pipe)", path,
                   file_kind(st.st_mode));
+  };
+  if (::stat(path.c_str(), &st) == 0) refuse_unless_file(-1);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) io_fail("read_file_bytes", "cannot open", path, errno);
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    io_fail("read_file_bytes", "cannot read", path, err);
+  }
+  refuse_unless_file(fd);
   std::string out;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+  if (S_ISREG(st.st_mode) && st.st_size > 0) {
     if (static_cast<uint64_t>(st.st_size) > max_bytes) {
       ::close(fd);
       too_big(path, max_bytes);

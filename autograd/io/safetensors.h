@@ -62,6 +62,9 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
 // read_file_bytes + parse_safetensors: the tensors and metadata of the file at
 // path; a missing file or a malformed one is an IOError naming path.
 SafetensorsData load_safetensors(const std::string& path);
+// The "__metadata__" of the file at path, from its header alone (the tensors
+// are not read), with the header's checks; IOError naming path.
+Metadata load_safetensors_metadata(const std::string& path);
 
 // Replace the file at `path` with `bytes` so that a crash or a failed write
 // never leaves a half-written file: write "<path>.tmp.<pid>", fsync it, rename

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <random>
 
@@ -95,22 +94,11 @@ std::string metadata_or(const Metadata& md, const std::string& key, const std::s
 // The __metadata__ of a safetensors file, from its header alone (for pruning
 // and for naming a run, without reading tensors); empty when unreadable.
 Metadata header_metadata(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  unsigned char len[8];
-  if (!in.read(reinterpret_cast<char*>(len), 8)) return {};
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec || n > size - 8 || n > (uint64_t{100} << 20)) return {};
-  std::string header(n, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(n))) return {};
-  const nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
-  Metadata md;
-  if (!j.is_object() || !j.contains("__metadata__") || !j["__metadata__"].is_object()) return md;
-  for (const auto& [k, v] : j["__metadata__"].items())
-    if (v.is_string()) md[k] = v.get<std::string>();
-  return md;
+  try {
+    return load_safetensors_metadata(path);
+  } catch (const IOError&) {
+    return {};
+  }
 }
 
 // The program that usually writes a task's checkpoints.
@@ -512,9 +500,11 @@ std::shared_ptr<RunDirectory> RunDirectory::claim(const std::string& dir, DirMod
   };
   switch (mode) {
     case DirMode::fresh:
-      fail<IOError>("checkpoint", "{} holds {} of another run ({}); pass --resume to continue it, --overwrite to "
-                    "replace it, or another --checkpoint-dir", dir,
-                    has_checkpoint_file(names) ? "checkpoints" : "files", other);
+      if (!has_checkpoint_file(names))  // nothing to continue: --resume would start over as well
+        fail<IOError>("checkpoint", "{} holds files of another run ({}) that wrote no checkpoint; pass --overwrite "
+                      "(or --resume) to remove them and start a new run, or another --checkpoint-dir", dir, other);
+      fail<IOError>("checkpoint", "{} holds checkpoints of another run ({}); pass --resume to continue it, "
+                    "--overwrite to replace it, or another --checkpoint-dir", dir, other);
     case DirMode::overwrite:
       remove_all();
       run->note_ = fmt::format("--overwrite: removed {} file(s) of the previous run ({}) from {}", names.size(), other, dir);

@@ -568,7 +568,7 @@ std::string convert_to_grouped_query(const std::string& checkpoint, int64_t kv_h
   if (kv_heads <= 0 || from.heads % kv_heads != 0)
     fail<ValueError>("convert-gqa", "--kv-heads {} must divide the model's heads {}", kv_heads, from.heads);
   GroupedQueryModel g = to_grouped_query(from, model->state_dict(), kv_heads);
-  Metadata metadata = load_safetensors(c.model_path).metadata;
+  Metadata metadata = load_safetensors_metadata(c.model_path);
   metadata["config"] = g.config.to_json().dump();
   metadata["program"] = "heads_study";
   metadata.erase("run");  // a new model, of no training run
