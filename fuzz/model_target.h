@@ -23,10 +23,10 @@
 
 namespace attograd::fuzz {
 
-// The target's own bound on a config's weights (parameters and the position
-// table), checked before anything is built, as the programs' memory
-// preflight would: it keeps every input fast (a 2M-parameter model builds,
-// loads and runs in well under a second under ASan).
+// The target's own bound on the weights a file holds and on the position
+// table its config asks for, checked before anything is built: it keeps every
+// input fast (a 2M-parameter model builds, loads and runs in well under a
+// second under ASan).
 inline constexpr int64_t kMaxModelElements = 2'000'000;
 
 // ids [1, n]: 0, 1, ... below vocab.
@@ -47,11 +47,26 @@ inline Checkpoint model_checkpoint(std::string_view bytes) {
   return c;
 }
 
-// Builds c's model as a GPT and runs it; false when its config is over the
-// target's bound (nothing built). An Error when the file does not hold a GPT.
+// The elements the file's tensors hold.
+inline int64_t held_elements(const Checkpoint& c) {
+  int64_t n = 0;
+  for (const auto& [name, t] : c.model) n += t.numel();
+  return n;
+}
+
+// Within the target's bound: the file holds at most kMaxModelElements and the
+// position table the config asks for is no larger. The bound is on what the
+// file holds, not on the config's parameter count, so a config that lies
+// about its sizes still reaches the programs' own check (checkpoint_model.h).
+inline bool within_bound(const Checkpoint& c, int64_t table_elements) {
+  return held_elements(c) <= kMaxModelElements && table_elements <= kMaxModelElements;
+}
+
+// Builds c's model as a GPT and runs it; false when it is over the target's
+// bound (nothing built). An Error when the file does not hold a GPT.
 inline bool use_gpt(const Checkpoint& c) {
   const GPTConfig cfg = GPTConfig::from_json(c.meta.config);
-  if (cfg.parameter_count() + cfg.context * cfg.d_model > kMaxModelElements) return false;
+  if (!within_bound(c, cfg.context * cfg.d_model)) return false;
   const auto model = gpt_from_checkpoint(c);
   const int64_t n = std::min<int64_t>(2, cfg.context);
   NoGradGuard no_grad;
@@ -63,7 +78,7 @@ inline bool use_gpt(const Checkpoint& c) {
 // The same for a Seq2SeqTransformer.
 inline bool use_seq2seq(const Checkpoint& c) {
   const TransformerConfig cfg = TransformerConfig::from_json(c.meta.config);
-  if (cfg.parameter_count() + cfg.max_len * cfg.d_model > kMaxModelElements) return false;
+  if (!within_bound(c, cfg.max_len * cfg.d_model)) return false;
   const auto model = seq2seq_from_checkpoint(c);
   const int64_t n = std::min<int64_t>(2, cfg.max_len);
   NoGradGuard no_grad;

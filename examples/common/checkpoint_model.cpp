@@ -10,15 +10,16 @@ namespace {
 // What a checkpoint's weights must be before a model is built from its
 // config: exactly as many elements as that model's state_dict (so a config
 // that lies about its sizes is refused before it allocates anything), room
-// in memory for the model beside them, and finite values (NaN weights would
-// decode junk with exit code 0).
-void check_weights(const Checkpoint& c, int64_t config_state_numel) {
+// in memory for the model it builds (`model_elements`: its parameters and
+// the position table it computes) beside them, and finite values (NaN
+// weights would decode junk with exit code 0).
+void check_weights(const Checkpoint& c, int64_t config_state_numel, int64_t model_elements) {
   int64_t held = 0;
   for (const auto& [name, t] : c.model) held = checked_add(held, t.numel(), "checkpoint", "the weights' element count");
   if (held != config_state_numel)
     fail<IOError>("checkpoint", "{}: its model config describes {} weights, but the file holds {}; hint: the config "
                   "was edited, or the file mixed from two checkpoints", c.model_path, config_state_numel, held);
-  const double bytes = 4.0 * static_cast<double>(held);  // float32, as the model is built
+  const double bytes = 4.0 * static_cast<double>(model_elements);  // float32, as the model is built
   if (const auto available = available_memory(); available && bytes > available->bytes)
     fail<IOError>("checkpoint", "{}: its model needs {} of memory, but {} is available ({}); hint: a machine with more "
                   "memory", c.model_path, format_bytes(bytes), format_bytes(available->bytes), available->bound);
@@ -53,7 +54,8 @@ void load_weights(Module& model, const Checkpoint& c) {
 
 std::unique_ptr<GPT> gpt_from_checkpoint(const Checkpoint& c) {
   const GPTConfig config = GPTConfig::from_json(c.meta.config);
-  check_weights(c, config.state_numel());
+  const bool table = config.positions == PositionalEncoding::Kind::sinusoidal;
+  check_weights(c, config.state_numel(), config.parameter_count() + (table ? config.context * config.d_model : 0));
   Generator gen(0);
   auto model = std::make_unique<GPT>(config, gen);
   load_weights(*model, c);
@@ -63,7 +65,7 @@ std::unique_ptr<GPT> gpt_from_checkpoint(const Checkpoint& c) {
 
 std::unique_ptr<Seq2SeqTransformer> seq2seq_from_checkpoint(const Checkpoint& c) {
   const TransformerConfig config = TransformerConfig::from_json(c.meta.config);
-  check_weights(c, config.state_numel());
+  check_weights(c, config.state_numel(), config.parameter_count() + config.max_len * config.d_model);  // sinusoids
   Generator gen(0);
   auto model = std::make_unique<Seq2SeqTransformer>(config, gen, nullptr);
   load_weights(*model, c);
