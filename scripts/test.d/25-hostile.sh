@@ -24,7 +24,7 @@ start=$SECONDS
 work=$(mktemp -d /tmp/attograd_hostile.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$work"  # whatever a probe writes by default lands here
-python3 "$craft" train "$build" "$work/base"
+timeout 300 python3 "$craft" train "$build" "$work/base"
 text=$work/base/text.txt
 big=4611686018427387904  # 2^62
 
@@ -60,25 +60,27 @@ refused() {
 }
 
 # A copy of a base checkpoint directory (lm, copy, translate) with its model file edited by craft.py.
-# variant NAME BASE CRAFT ARGS...: prints the directory.
+# variant NAME BASE CRAFT ARGS...: sets crafted[NAME] to the directory (no command substitution, so
+# that set -e stops the sweep when a craft fails instead of probing an unmodified checkpoint).
+declare -A crafted
 variant() {
   local dir=$work/v/$1
-  mkdir -p "$work/v" && cp -r "$work/base/$2" "$dir"
-  python3 "$craft" "$3" "$dir/step-00000002.model.safetensors" "${@:4}"
-  echo "$dir"
+  mkdir -p "$work/v"
+  cp -r "$work/base/$2" "$dir"
+  timeout 60 python3 "$craft" "$3" "$dir/step-00000002.model.safetensors" "${@:4}"
+  crafted[$1]=$dir
 }
 
 # ---- crafted checkpoints, each into every program that loads its family ----
-declare -A crafted
 for base in lm copy translate; do
   if [[ $base == lm ]]; then vocab=(vocab=$big d_model=1 heads=1) layers=layers=100000000
   else vocab=(tgt_vocab=$big d_model=1 heads=1) layers=enc_layers=100000000; fi
-  crafted[$base-b1-d-ff]=$(variant "$base-b1-d-ff" "$base" config d_ff=$big)
-  crafted[$base-b1-vocab]=$(variant "$base-b1-vocab" "$base" config "${vocab[@]}")
-  crafted[$base-b5-layers]=$(variant "$base-b5-layers" "$base" config "$layers")
-  crafted[$base-b2-shape]=$(variant "$base-b2-shape" "$base" huge)
-  crafted[$base-nan]=$(variant "$base-nan" "$base" nan)
-  crafted[$base-truncated]=$(variant "$base-truncated" "$base" truncate 3000)
+  variant "$base-b1-d-ff" "$base" config d_ff=$big
+  variant "$base-b1-vocab" "$base" config "${vocab[@]}"
+  variant "$base-b5-layers" "$base" config "$layers"
+  variant "$base-b2-shape" "$base" huge
+  variant "$base-nan" "$base" nan
+  variant "$base-truncated" "$base" truncate 3000
 done
 for kind in b1-d-ff b1-vocab b5-layers b2-shape nan truncated; do
   refused "lm sample, $kind" "$bin/lm" sample --checkpoint "${crafted[lm-$kind]}" --max-len 4 --threads 1
