@@ -217,12 +217,20 @@ int64_t shape_numel(const Shape& s);
 // goes through these. The try_ forms return nullopt when the result does not
 // fit int64; the checked_ forms throw ShapeError "<op>: <what> ..." instead,
 // naming the tensor or config field.
+
+// a · b, or nullopt past int64.
 std::optional<int64_t> try_mul(int64_t a, int64_t b);
+// The product of s's sizes (0 when any is 0, whatever the others), or nullopt past int64.
 std::optional<int64_t> try_numel(const Shape& s);
+// The bytes of a tensor of shape s and dtype, or nullopt past int64.
 std::optional<int64_t> try_nbytes(const Shape& s, DType dtype);
+// a · b; ShapeError "<op>: <what> overflows int64 (a x b)" past int64.
 int64_t checked_mul(int64_t a, int64_t b, std::string_view op, std::string_view what);
+// a + b; ShapeError "<op>: <what> overflows int64 (a + b)" past int64.
 int64_t checked_add(int64_t a, int64_t b, std::string_view op, std::string_view what);
+// try_numel, or a ShapeError naming `what` and the shape.
 int64_t checked_numel(const Shape& s, std::string_view op, std::string_view what);
+// try_nbytes, or a ShapeError naming `what`, the shape and the dtype.
 int64_t checked_nbytes(const Shape& s, DType dtype, std::string_view op, std::string_view what);
 // Row-major strides of shape s, in elements.
 Shape contiguous_strides(const Shape& s);

@@ -14,13 +14,19 @@
 
 namespace attograd::config_sizes {
 
-// The largest value a size field of a model config may hold: far beyond any
-// model this library trains, small enough that no product of two fields
-// (vocab × width, layers × F × E) can overflow int64.
+// The limits of a model config's size fields: far beyond any model this
+// library trains, small enough that no product of two fields (vocab × width,
+// layers × F × E) can overflow int64.
+
+// The largest vocabulary.
 inline constexpr int64_t kMaxVocab = int64_t{1} << 24;
-inline constexpr int64_t kMaxWidth = int64_t{1} << 16;     // E
-inline constexpr int64_t kMaxFFWidth = int64_t{1} << 20;   // F
-inline constexpr int64_t kMaxLength = int64_t{1} << 20;    // context / max_len
+// The largest model width E.
+inline constexpr int64_t kMaxWidth = int64_t{1} << 16;
+// The largest feed-forward width F.
+inline constexpr int64_t kMaxFFWidth = int64_t{1} << 20;
+// The longest sequence a model takes (GPT's context, the seq2seq max_len).
+inline constexpr int64_t kMaxLength = int64_t{1} << 20;
+// The most layers (blocks) of one stack.
 inline constexpr int64_t kMaxLayers = int64_t{1} << 10;
 
 // ValueError "<config>: <name> must be in [lo, hi], got v".
