@@ -51,7 +51,9 @@ TEST(Preflight, UnwritableOutputsStopEveryProgramAtStartUp) {
       {"heads_study", {"--quick", "--out", "/proc/nope"}, "out: cannot create directory /proc/nope"},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(c.program + " " + c.args[0] + " " + c.args[1]);
+    std::string line = c.program;
+    for (const std::string& a : c.args) line += " " + a;
+    SCOPED_TRACE(line);
     std::vector<std::string> args = c.program == "copy_task" ? copy : c.program == "translate" ? tr : std::vector<std::string>{"--data", kData};
     args.insert(args.end(), c.args.begin(), c.args.end());
     const Timed t = run(c.program, args, tmp.path);
@@ -90,7 +92,9 @@ TEST(Preflight, OptionalOutputsAreCheckedAtStartUp) {
       {"higher_order", {"--dot", missing + "/p.dot"}, "--dot: cannot open " + missing + "/p.dot for writing"},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(c.program + " " + c.args[0] + " " + c.args[1]);
+    std::string line = c.program;
+    for (const std::string& a : c.args) line += " " + a;
+    SCOPED_TRACE(line);
     std::vector<std::string> args;
     if (c.program != "heads_study" && c.program != "higher_order" && c.args[0].starts_with("--"))
       args = c.program == "lm" ? std::vector<std::string>{"train", "--quiet"} : copy;

@@ -30,7 +30,7 @@ Shape infer_shape(const Shape& want, int64_t numel, std::string_view op, const S
     } else if (out[i] < 0) {
       fail<ShapeError>(op, "invalid size {} in {}", out[i], shape_str(want));
     } else {
-      known *= out[i];
+      known = checked_mul(known, out[i], op, "the element count of the new shape");
     }
   }
   if (infer >= 0) {
