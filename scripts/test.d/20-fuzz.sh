@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 shift || true
 targets=("$@")
-(( ${#targets[@]} )) || targets=(safetensors vocab tsv checkpoint model)
+(( ${#targets[@]} )) || targets=(safetensors vocab tsv mo checkpoint model)
 seconds=${FUZZ_SECONDS:-25}
 command -v clang++ > /dev/null || { echo "fuzz: clang++ not found (scripts/setup installs clang)" >&2; exit 1; }
 
