@@ -28,15 +28,21 @@ bool is_python_space(uint32_t cp) {
 }
 
 // Bytes of the whitespace code point starting at s[i], or 0 if there is none.
-// Only complete two- and three-byte sequences can be spaces beyond ASCII, so
-// text that is not valid UTF-8 is read byte by byte without failing.
+// Only complete, shortest-form two- and three-byte sequences can be spaces
+// beyond ASCII, so text that is not valid UTF-8 is read byte by byte without
+// failing (Python would not have decoded it at all).
 size_t space_length(std::string_view s, size_t i) {
   const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
   const auto cont = [&](size_t k) { return i + k < s.size() && (b(k) & 0xC0) == 0x80; };
   if (b(0) < 0x80) return is_python_space(b(0)) ? 1 : 0;
-  if ((b(0) & 0xE0) == 0xC0 && cont(1)) return is_python_space(((b(0) & 0x1Fu) << 6) | (b(1) & 0x3Fu)) ? 2 : 0;
-  if ((b(0) & 0xF0) == 0xE0 && cont(1) && cont(2))
-    return is_python_space(((b(0) & 0x0Fu) << 12) | ((b(1) & 0x3Fu) << 6) | (b(2) & 0x3Fu)) ? 3 : 0;
+  if ((b(0) & 0xE0) == 0xC0 && cont(1)) {
+    const uint32_t cp = ((b(0) & 0x1Fu) << 6) | (b(1) & 0x3Fu);
+    return cp >= 0x80 && is_python_space(cp) ? 2 : 0;
+  }
+  if ((b(0) & 0xF0) == 0xE0 && cont(1) && cont(2)) {
+    const uint32_t cp = ((b(0) & 0x0Fu) << 12) | ((b(1) & 0x3Fu) << 6) | (b(2) & 0x3Fu);
+    return cp >= 0x800 && is_python_space(cp) ? 3 : 0;
+  }
   return 0;
 }
 
@@ -123,8 +129,8 @@ std::string pair_pass(const std::string& s, Match match, Emit emit) {
 // hypothesis and its references are then numbered densely, order by order, so
 // that equal n-grams get equal numbers in every sequence: an n-gram is its
 // (n-1)-gram's number paired with its last id, one 64-bit key, and sorting the
-// keys numbers them. Counting is then indexing small arrays, with no strings
-// hashed or compared.
+// keys numbers them. Counting is then indexing small arrays: no n-gram of
+// strings is ever built, hashed or compared.
 
 using Ids = std::vector<uint32_t>;
 
@@ -191,7 +197,7 @@ class Vocab {
     Ids out;
     out.reserve(tokens.size());
     for (const std::string& t : tokens) {
-      // A sentence pair has fewer distinct tokens than bytes, so this holds on any input that fits in memory.
+      // Unreachable on input that fits in memory (a token is at least a byte), but a wrapped id would merge tokens.
       if (ids_.size() >= std::numeric_limits<uint32_t>::max())
         fail<ValueError>("corpus_bleu", "more than 2^32 distinct tokens in one sentence");
       out.push_back(ids_.try_emplace(t, static_cast<uint32_t>(ids_.size())).first->second);

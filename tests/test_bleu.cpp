@@ -129,6 +129,8 @@ TEST(Tokenize13a, NonAsciiPassesThroughAndUnicodeSpacesSplit) {
   // Python's str.split() breaks at U+00A0 and U+3000 too, so sacreBLEU does.
   EXPECT_EQ(tokenize_13a("a\u00A0b\u3000c\td"), (TokenSeq{"a", "b", "c", "d"}));
   EXPECT_EQ(tokenize_13a("  \n "), TokenSeq{});
+  // An overlong encoding of a space (not UTF-8, Python would refuse it) is not whitespace.
+  EXPECT_EQ(tokenize_13a("a\xC0\xA0" "z"), (TokenSeq{"a\xC0\xA0" "z"}));
 }
 
 // ---- BLEU on detokenized text ------------------------------------------------------------
@@ -192,6 +194,13 @@ TEST(SacreBleuTests, Statistics) {
   const BleuScore s = corpus_bleu_13a({"am I am a character sequence"}, {"I am a symbol string sequence a a"});
   EXPECT_EQ(s.correct, (std::array<int64_t, 4>{4, 2, 1, 0}));
   EXPECT_EQ(s.total, (std::array<int64_t, 4>{6, 5, 4, 3}));
+}
+
+// sacreBLEU strips trailing whitespace before tokenizing, so a final "-\n" is a
+// hyphen followed by the line's end, not a hyphenated line break to join.
+TEST(Bleu13a, TrailingWhitespaceStrippedBeforeTokenizing) {
+  EXPECT_EQ(tokenize_13a("a b c well-\n"), (TokenSeq{"a", "b", "c", "well"}));
+  EXPECT_EQ(corpus_bleu_13a({"a b c well-\n"}, {"a b c well-"}).correct[0], 4);
 }
 
 TEST(Bleu13a, MultiReferenceClipsToTheLargestCountInOneReference) {
