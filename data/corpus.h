@@ -16,7 +16,8 @@
 //    first byte of the invalid sequence (as `cmp` or `xxd -s` would use it);
 //  - no control characters (bytes 0x00-0x1F and 0x7F: NUL, a stray '\r', form
 //    feeds, ...), except the single tab that separates a TSV row. A tab in an
-//    aligned file is refused too: it usually means a TSV was passed as one;
+//    aligned file is refused too: it usually means a TSV was passed as one.
+//    Unicode's C1 controls (U+0080-U+009F) are valid UTF-8 and pass;
 //  - at most limits.max_line_bytes bytes, line end excluded (for a TSV row,
 //    both sentences and the tab together): a longer sentence could never fit
 //    the translator's max_len, and the bound keeps a file without line breaks
