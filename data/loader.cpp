@@ -97,16 +97,52 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
   if (options_.shuffle && n > kMaxShuffleSize)
     fail<ValueError>("DataLoader", "cannot shuffle a dataset of size {} (limit {}); hint: use shuffle=false for "
                      "generated datasets, whose examples are random already", n, kMaxShuffleSize);
+  if (options_.max_tokens < 0)
+    fail<ValueError>("DataLoader", "max_tokens must be >= 0 (0: batches of batch_size rows), got {}", options_.max_tokens);
+  if (options_.max_tokens > 0) plan_token_batches();
+}
+
+// Length sort, then greedy cuts: a batch grows while (rows + 1) × its longest row stays within the budget.
+void DataLoader::plan_token_batches() {
+  const int64_t n = dataset_.size(), budget = options_.max_tokens;
+  if (n > kMaxShuffleSize)
+    fail<ValueError>("DataLoader", "cannot plan token batches over {} examples (limit {})", n, kMaxShuffleSize);
+  std::vector<int64_t> length(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const Example e = dataset_.get(i);
+    length[static_cast<size_t>(i)] = static_cast<int64_t>(std::max(e.src.size(), e.tgt.size())) + 1;
+    if (length[static_cast<size_t>(i)] > budget)
+      fail<ValueError>("DataLoader", "example {} has {} tokens (with <eos>), more than max_tokens {}; hint: raise "
+                       "--max-tokens to at least the longest sentence", i, length[static_cast<size_t>(i)], budget);
+  }
+  by_length_.resize(static_cast<size_t>(n));
+  std::iota(by_length_.begin(), by_length_.end(), int64_t{0});
+  std::stable_sort(by_length_.begin(), by_length_.end(),
+                   [&](int64_t a, int64_t b) { return length[static_cast<size_t>(a)] < length[static_cast<size_t>(b)]; });
+  bounds_ = {0};
+  int64_t rows = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t longest = length[static_cast<size_t>(by_length_[static_cast<size_t>(k)])];  // sorted: the newest is the longest
+    if (rows > 0 && (rows + 1) * longest > budget) {
+      bounds_.push_back(k);
+      rows = 0;
+    }
+    ++rows;
+  }
+  bounds_.push_back(n);
 }
 
 int64_t DataLoader::batches_per_epoch() const {
+  if (!bounds_.empty()) return static_cast<int64_t>(bounds_.size()) - 1;
   const int64_t n = dataset_.size(), bs = options_.batch_size;
   return options_.drop_last ? n / bs : n / bs + (n % bs != 0);
 }
 
 std::shared_ptr<const std::vector<int64_t>> DataLoader::order_for(int64_t epoch) const {
   if (!options_.shuffle) return nullptr;
-  auto order = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(dataset_.size()));
+  // With token batches the permutation is of batches (bounds_), else of examples.
+  const int64_t items = bounds_.empty() ? dataset_.size() : batches_per_epoch();
+  auto order = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(items));
   std::iota(order->begin(), order->end(), int64_t{0});
   Generator gen(mix_seed(options_.seed, static_cast<uint64_t>(epoch)));
   for (size_t i = order->size() - 1; i > 0; --i)  // Fisher-Yates
@@ -116,6 +152,11 @@ std::shared_ptr<const std::vector<int64_t>> DataLoader::order_for(int64_t epoch)
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   if (epoch < 0) fail<ValueError>("DataLoader::epoch_order", "epoch must be >= 0, got {}", epoch);
+  if (!bounds_.empty()) {
+    std::vector<int64_t> order;
+    for (const Batch& b : epoch_batches(epoch)) order.insert(order.end(), b.indices.begin(), b.indices.end());
+    return order;
+  }
   if (auto order = order_for(epoch)) return *order;
   std::vector<int64_t> order(static_cast<size_t>(dataset_.size()));
   std::iota(order.begin(), order.end(), int64_t{0});
@@ -123,16 +164,18 @@ std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
 }
 
 Batch DataLoader::make_batch(const std::vector<int64_t>* order, int64_t position) const {
-  const int64_t n = dataset_.size(), bs = options_.batch_size;
-  const int64_t begin = position * bs, end = std::min(n, begin + bs);
   std::vector<int64_t> indices;
-  std::vector<Example> examples;
-  indices.reserve(static_cast<size_t>(end - begin));
-  examples.reserve(static_cast<size_t>(end - begin));
-  for (int64_t k = begin; k < end; ++k) {
-    indices.push_back(order ? (*order)[static_cast<size_t>(k)] : k);
-    examples.push_back(dataset_.get(indices.back()));
+  if (!bounds_.empty()) {
+    const auto k = static_cast<size_t>(order ? (*order)[static_cast<size_t>(position)] : position);
+    indices.assign(by_length_.begin() + bounds_[k], by_length_.begin() + bounds_[k + 1]);
+  } else {
+    const int64_t n = dataset_.size(), bs = options_.batch_size;
+    const int64_t begin = position * bs, end = std::min(n, begin + bs);
+    for (int64_t k = begin; k < end; ++k) indices.push_back(order ? (*order)[static_cast<size_t>(k)] : k);
   }
+  std::vector<Example> examples;
+  examples.reserve(indices.size());
+  for (const int64_t i : indices) examples.push_back(dataset_.get(i));
   return collate(examples, {options_.pad_id, options_.bos_id, options_.eos_id}, std::move(indices));
 }
 

@@ -16,6 +16,14 @@
 // Fisher-Yates shuffle (identity order when shuffle is off). Batch p of epoch
 // e is therefore fixed, and restoring a LoaderState {epoch, position}
 // reproduces the remaining batches exactly.
+//
+// Token budget (max_tokens > 0, fairseq's --max-tokens). Sentences of real
+// text vary in length, and a batch pads every row to its longest, so rows of
+// similar length go together: the examples sorted by length L = max(|src|,
+// |tgt|) + 1 (ties by index) are cut, in that order, into batches whose rows ×
+// longest L stays within max_tokens. The batches are made once; epoch e visits
+// them in the permutation above (of batches, not examples), so every batch
+// holds sentences of about one length and the step's work stays near the budget.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -59,7 +67,10 @@ Tensor causal_mask(int64_t t);
 
 // Batch size, shuffling, seed and special ids of a DataLoader.
 struct LoaderOptions {
-  int64_t batch_size = 32;  // examples per batch (the last may be smaller), >= 1
+  int64_t batch_size = 32;  // examples per batch (the last may be smaller), >= 1; unused with max_tokens
+  // > 0: batches by a token budget (see the file comment): rows × longest row
+  // (source or target, +1 for <eos>) at most max_tokens. 0: batch_size rows.
+  int64_t max_tokens = 0;
   bool shuffle = true;      // a fresh seeded permutation each epoch; off: dataset order
   bool drop_last = false;  // drop the last, smaller batch of each epoch
   uint64_t seed = 0;        // epoch e's order comes from mix_seed(seed, e)
@@ -117,7 +128,8 @@ class EpochBatches {
 class DataLoader {
  public:
   // The loader keeps a reference: `dataset` must outlive it. ValueError for
-  // batch_size < 1, an empty dataset, or drop_last leaving no batch.
+  // batch_size < 1, an empty dataset, or drop_last leaving no batch; with
+  // max_tokens, also for an example longer than the budget (naming it).
   DataLoader(const Dataset& dataset, LoaderOptions options);
   DataLoader(const Dataset&& dataset, LoaderOptions options) = delete;  // would dangle
 
@@ -135,7 +147,7 @@ class DataLoader {
   // (position == batches_per_epoch() means the start of the next epoch).
   void set_state(LoaderState state);
 
-  // ceil(size / batch_size), or floor with drop_last.
+  // ceil(size / batch_size), or floor with drop_last; with max_tokens, the number of token-budget batches.
   int64_t batches_per_epoch() const;
   // Batch `position` of epoch `epoch`; does not move the loader.
   Batch batch_at(int64_t epoch, int64_t position) const;
@@ -156,10 +168,15 @@ class DataLoader {
  private:
   friend class EpochBatches;
   std::shared_ptr<const std::vector<int64_t>> order_for(int64_t epoch) const;  // null: identity
+  void plan_token_batches();  // fills by_length_ and bounds_
   Batch make_batch(const std::vector<int64_t>* order, int64_t position) const;
 
   const Dataset& dataset_;
   LoaderOptions options_;
+  // With max_tokens: dataset indices sorted by length, and batch k's rows
+  // by_length_[bounds_[k] .. bounds_[k + 1]). Empty otherwise.
+  std::vector<int64_t> by_length_;
+  std::vector<int64_t> bounds_;
   LoaderState state_;
   std::shared_ptr<const std::vector<int64_t>> order_;  // order of state_.epoch (null: identity)
   int64_t order_epoch_ = 0;                            // the epoch order_ belongs to

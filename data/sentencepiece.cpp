@@ -1,5 +1,6 @@
 #include <attograd/data/sentencepiece.h>
 
+#include <array>
 #include <filesystem>
 #include <unordered_map>
 
@@ -114,8 +115,9 @@ SentencePieceTokenizer SentencePieceTokenizer::train(std::string_view text, cons
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model);
   if (!status.ok())
-    fail<ValueError>(op, "SentencePiece could not train a {} vocabulary of {} pieces on this text: {}; hint: a smaller "
-                     "--vocab-size or more text", kind, vocab_size, status.message());
+    fail<ValueError>(op, "SentencePiece could not train a {} vocabulary of {} pieces on this text: {}; hint: "
+                     "--vocab-size must hold every character of the text and at most what it supports (SentencePiece "
+                     "names the bound above)", kind, vocab_size, status.message());
   return SentencePieceTokenizer(std::move(model), kind);
 }
 
@@ -144,6 +146,63 @@ std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids) const {
 }
 
 int64_t SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+
+std::string SentencePieceTokenizer::piece(int32_t id) const {
+  if (id < 0 || id >= vocab_size())
+    fail<IndexError>("SentencePieceTokenizer::piece", "id {} is outside the vocabulary [0, {})", id, vocab_size());
+  return sp_->IdToPiece(id);
+}
+
+SentencePieceTokenizer SentencePieceTokenizer::from_proto(std::string model_proto, const std::string& kind,
+                                                          const std::string& name) {
+  try {
+    return SentencePieceTokenizer(std::move(model_proto), kind);
+  } catch (const ValueError& e) {
+    fail<IOError>("SentencePieceTokenizer::from_proto", "{}: {}", name, e.what());
+  }
+}
+
+// ---- SentencePiecePieces --------------------------------------------------------------------
+
+namespace {
+// The pieces SentencePieceTokenizer::train puts first, in id order.
+constexpr std::array<std::string_view, 4> kLeadingPieces = {"<unk>", "<s>", "</s>", "\n"};
+}  // namespace
+
+SentencePiecePieces::SentencePiecePieces(std::shared_ptr<const SentencePieceTokenizer> model)
+    : model_(std::move(model)) {
+  const int64_t n = model_->vocab_size();
+  for (size_t i = 0; i < kLeadingPieces.size(); ++i)
+    if (static_cast<int64_t>(i) >= n || model_->piece(static_cast<int32_t>(i)) != kLeadingPieces[i])
+      fail<ValueError>("SentencePiecePieces", "piece {} of the model is {:?}, expected {:?}; hint: a model trained by "
+                       "SentencePieceTokenizer::train has <unk>, <s>, </s> and \"\\n\" first", i,
+                       static_cast<int64_t>(i) < n ? model_->piece(static_cast<int32_t>(i)) : std::string("(none)"),
+                       kLeadingPieces[i]);
+  for (int32_t id = 0; id < n; ++id) ids_.emplace(model_->piece(id), id);
+}
+
+std::vector<std::string> SentencePiecePieces::split(std::string_view text) const {
+  std::vector<std::string> pieces;
+  for (const int32_t id : model_->encode(text)) pieces.push_back(model_->piece(id));
+  return pieces;
+}
+
+std::string SentencePiecePieces::join(const std::vector<std::string>& tokens) const {
+  std::vector<int32_t> ids;
+  ids.reserve(tokens.size());
+  for (const std::string& t : tokens) {
+    const auto it = ids_.find(t);
+    ids.push_back(it == ids_.end() ? 0 : it->second);
+  }
+  return model_->decode(ids);
+}
+
+std::vector<std::string> SentencePiecePieces::vocab_symbols() const {
+  std::vector<std::string> symbols;
+  for (int32_t id = static_cast<int32_t>(kLeadingPieces.size()); id < model_->vocab_size(); ++id)
+    symbols.push_back(model_->piece(id));
+  return symbols;
+}
 
 // Both files atomically (write_file_atomic), the model first, so tokenizer.json
 // never names a model that is not there.

@@ -11,8 +11,10 @@
 // no line is skipped.
 #pragma once
 #include <memory>
+#include <unordered_map>
 
 #include <attograd/data/lm_tokenizer.h>
+#include <attograd/data/tokenizer.h>
 
 namespace sentencepiece {
 class SentencePieceProcessor;
@@ -44,11 +46,48 @@ class SentencePieceTokenizer : public LMTokenizer {
   std::string kind() const override { return kind_; }
   void save(const std::string& dir) const override;  // tokenizer.json + tokenizer.model
 
+  // The piece with this id (its text, spaces shown as "▁"); IndexError outside [0, vocab_size()).
+  std::string piece(int32_t id) const;
+  // The serialized model, the bytes of a .model file.
+  const std::string& model_proto() const { return model_; }
+  // A model from the bytes of a .model file (model_proto()); IOError naming `name` when they are not one.
+  static SentencePieceTokenizer from_proto(std::string model_proto, const std::string& kind, const std::string& name);
+
  private:
   SentencePieceTokenizer(std::string serialized_model, std::string kind);
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   std::string model_;  // the serialized model proto
   std::string kind_;
+};
+
+// SentencePiece's pieces as a Tokenizer (data/tokenizer.h), so a Vocab can hold
+// them and the translation pipeline (Vocab, encode_parallel, BLEU) reads
+// subwords as it reads words. split(text) is the pieces' text, join(pieces)
+// decodes them, so join(split(s)) == s for text of the trained characters; a
+// piece the model does not know (Vocab's "<unk>") decodes as SentencePiece's
+// <unk>, " ⁇ ".
+//
+// Ids. SentencePieceTokenizer::train makes pieces 0..3 <unk>, <s>, </s> and
+// "\n"; vocab_symbols() is the rest, in id order, so in the Vocab built from
+// it (four specials first: <pad>, <bos>, <eos>, <unk>) every piece keeps its
+// SentencePiece id and the Vocab has vocab_size() entries.
+class SentencePiecePieces : public Tokenizer {
+ public:
+  // ValueError when the model's first four pieces are not <unk>, <s>, </s>, "\n".
+  explicit SentencePiecePieces(std::shared_ptr<const SentencePieceTokenizer> model);
+  // The pieces of text, <unk> for characters the model never saw.
+  std::vector<std::string> split(std::string_view text) const override;
+  // The text of the pieces; a string that is not a piece decodes as <unk>.
+  std::string join(const std::vector<std::string>& tokens) const override;
+  std::string name() const override { return "sentencepiece"; }
+  // Pieces 4.. in id order: Vocab::from_symbols(vocab_symbols()) keeps SentencePiece's ids.
+  std::vector<std::string> vocab_symbols() const;
+  // The model split and join use.
+  const SentencePieceTokenizer& model() const { return *model_; }
+
+ private:
+  std::shared_ptr<const SentencePieceTokenizer> model_;
+  std::unordered_map<std::string, int32_t> ids_;  // piece text -> id, for join
 };
 
 }  // namespace attograd

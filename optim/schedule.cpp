@@ -61,6 +61,18 @@ double Noam::formula(int64_t step) const {
          std::min(std::pow(t, -0.5), t * std::pow(w, -1.5));
 }
 
+// ---- InverseSqrt ----------------------------------------------------------------
+
+InverseSqrt::InverseSqrt(double peak_lr, int64_t warmup_steps)
+    : Schedule("InverseSqrt"), peak_lr_(peak_lr), warmup_(warmup_steps) {
+  check_arg(peak_lr >= 0, "peak_lr >= 0", peak_lr);
+  check_arg(warmup_steps >= 1, "warmup_steps >= 1", static_cast<double>(warmup_steps));
+}
+double InverseSqrt::formula(int64_t step) const {
+  const double t = static_cast<double>(step), w = static_cast<double>(warmup_);
+  return t <= w ? peak_lr_ * t / w : peak_lr_ * std::sqrt(w / t);
+}
+
 // ---- WarmupCosine ---------------------------------------------------------------
 
 WarmupCosine::WarmupCosine(double peak_lr, int64_t warmup_steps, int64_t total_steps, double min_lr)

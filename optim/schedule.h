@@ -82,6 +82,21 @@ class Noam : public Schedule {
   double factor_;
 };
 
+// Linear warmup to peak_lr, then decay as the inverse square root of the step
+// (fairseq's inverse_sqrt, the Transformer's decay with the peak given directly):
+//   t <= warmup_steps:  lr_t = peak_lr * t / warmup_steps
+//   t >  warmup_steps:  lr_t = peak_lr * sqrt(warmup_steps / t)
+class InverseSqrt : public Schedule {
+ public:
+  // peak_lr >= 0 and warmup_steps >= 1 (ValueError otherwise).
+  InverseSqrt(double peak_lr, int64_t warmup_steps);
+
+ private:
+  double formula(int64_t step) const override;
+  double peak_lr_;
+  int64_t warmup_;
+};
+
 // Linear warmup, then a half cosine from peak_lr down to min_lr at total_steps:
 //   t <= warmup_steps:     lr_t = peak_lr * t / warmup_steps
 //   warmup_steps < t < T:  lr_t = min_lr + (peak_lr - min_lr) * (1 + cos(pi * (t - warmup_steps) / (T - warmup_steps))) / 2

@@ -285,3 +285,60 @@ TEST(DataLoader, Errors) {
   EXPECT_EQ(b.indices, (std::vector<int64_t>{0, 1}));
   expect_error<IndexError>([&] { d.get(5); }, {"VectorDataset::get", "index 5", "size 5"});
 }
+
+// ---- token budget -------------------------------------------------------------
+
+TEST(DataLoader, TokenBudgetBatchesStayWithinBudgetAndCoverEveryExampleOnce) {
+  // Lengths vary widely: example i has src of i % 17 tokens and tgt of (7 * i) % 11 + 1.
+  VectorDataset d;
+  for (int64_t i = 0; i < 300; ++i) {
+    Example e;
+    e.src.assign(static_cast<size_t>(i % 17), 4);
+    e.tgt.assign(static_cast<size_t>((7 * i) % 11 + 1), 5);
+    d.add(e);
+  }
+  const int64_t budget = 60;
+  DataLoader loader(d, {.max_tokens = budget, .seed = 3});
+  std::vector<int64_t> seen;
+  int64_t padded = 0, real = 0;
+  for (int64_t p = 0; p < loader.batches_per_epoch(); ++p) {
+    const Batch b = loader.next();
+    const int64_t longest = std::max(b.src.shape()[1], b.tgt_out.shape()[1]);
+    EXPECT_LE(b.size() * longest, budget) << "batch " << p;
+    padded += b.size() * longest;
+    for (const int64_t i : b.indices) real += static_cast<int64_t>(std::max(d.get(i).src.size(), d.get(i).tgt.size())) + 1;
+    seen.insert(seen.end(), b.indices.begin(), b.indices.end());
+  }
+  EXPECT_EQ(loader.epoch(), 1);
+  std::sort(seen.begin(), seen.end());
+  std::vector<int64_t> all(300);
+  std::iota(all.begin(), all.end(), int64_t{0});
+  EXPECT_EQ(seen, all);
+  // Length-sorted batches pad little: padding is under 10% of the budget used
+  // (batches of 60 random rows would pad about half).
+  EXPECT_LT(static_cast<double>(padded - real), 0.1 * static_cast<double>(padded));
+  // A greedy cut: no two neighbouring batches could have been one.
+  EXPECT_LT(loader.batches_per_epoch(), 2 * real / budget + 2);
+}
+
+TEST(DataLoader, TokenBudgetOrderIsSeededAndResumable) {
+  VectorDataset d = numbered(80);
+  DataLoader a(d, {.max_tokens = 12, .seed = 1}), b(d, {.max_tokens = 12, .seed = 1}), c(d, {.max_tokens = 12, .seed = 2});
+  const std::vector<int64_t> a0 = epoch_indices(a), b0 = epoch_indices(b), c0 = epoch_indices(c);
+  EXPECT_EQ(a0, b0);
+  EXPECT_NE(a0, c0);  // another seed visits the batches in another order
+  EXPECT_EQ(a.epoch_order(0), a0);
+  EXPECT_NE(a.epoch_order(1), a0);  // and each epoch in its own
+  // Resume mid-epoch: the remaining batches are the same.
+  for (int k = 0; k < 5; ++k) a.next();
+  DataLoader r(d, {.max_tokens = 12, .seed = 1});
+  r.set_state(a.state());
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(a.next().indices, r.next().indices) << k;
+}
+
+TEST(DataLoader, TokenBudgetSmallerThanAnExampleNamesIt) {
+  VectorDataset d = numbered(10);  // example 2 is the first with 3 tokens on a side: 4 with <eos>
+  expect_error<ValueError>([&] { DataLoader(d, {.max_tokens = 3}); },
+                           {"DataLoader", "example 2 has 4 tokens", "max_tokens 3", "--max-tokens"});
+  expect_error<ValueError>([&] { DataLoader(d, {.max_tokens = -1}); }, {"max_tokens must be >= 0"});
+}

@@ -54,6 +54,21 @@ TEST(Schedule, NoamFormulaAndPeak) {
   EXPECT_NEAR(f2.lr_at(123), 2 * s.lr_at(123), 1e-18);
 }
 
+TEST(Schedule, InverseSqrtPeaksAtLrThenDecaysAsRootOfStep) {
+  optim::InverseSqrt s(5e-4, 400);
+  EXPECT_DOUBLE_EQ(s.lr_at(1), 5e-4 / 400);
+  EXPECT_DOUBLE_EQ(s.lr_at(200), 2.5e-4);
+  EXPECT_DOUBLE_EQ(s.lr_at(400), 5e-4);  // the peak is --lr itself
+  EXPECT_DOUBLE_EQ(s.lr_at(1600), 2.5e-4);  // four times the warmup: half the peak
+  EXPECT_NEAR(s.lr_at(6400), 1.25e-4, 1e-18);
+  for (int64_t t = 1; t < 400; ++t) EXPECT_LT(s.lr_at(t), s.lr_at(t + 1)) << t;
+  for (int64_t t = 400; t < 2000; ++t) EXPECT_GT(s.lr_at(t), s.lr_at(t + 1)) << t;
+  // Past the warmup it is Noam's decay with its peak scaled to --lr.
+  optim::Noam noam(512, 400);
+  EXPECT_NEAR(s.lr_at(3000) / noam.lr_at(3000), 5e-4 / noam.lr_at(400), 1e-9);
+  expect_error<ValueError>([] { optim::InverseSqrt(1e-3, 0); }, {"InverseSqrt", "warmup_steps >= 1"});
+}
+
 TEST(Schedule, WarmupCosine) {
   const double peak = 1.0, floor = 0.1;
   optim::WarmupCosine s(peak, 10, 110, floor);

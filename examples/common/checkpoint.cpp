@@ -22,11 +22,11 @@ namespace attograd {
 
 namespace fs = std::filesystem;
 
+std::string step_prefix(const std::string& dir, int64_t step) { return fmt::format("{}/step-{:08d}", dir, step); }
+
 namespace {
 
 constexpr const char* kFormat = "attograd-checkpoint-v1";
-
-std::string step_prefix(const std::string& dir, int64_t step) { return fmt::format("{}/step-{:08d}", dir, step); }
 
 // zlib's CRC-32 of every tensor's bytes, row-major, in name order, as 8 hex digits.
 std::string tensors_crc32(const TensorMap& tensors) {
@@ -262,6 +262,8 @@ TrainProgress parse_train_progress(const TensorMap& tensors, const std::string& 
   p.loader.position = get_i64(tensors, "loader.position", file);
   p.schedule_step = get_i64(tensors, "schedule.last_step", file);
   if (tensors.count("loader.global_batch")) p.global_batch = get_i64(tensors, "loader.global_batch", file);
+  if (tensors.count("loader.global_max_tokens"))
+    p.global_max_tokens = get_i64(tensors, "loader.global_max_tokens", file);
   p.rng = get_generator_state(tensors, "rng.dropout", file);
   if (tensors.count("rng.data")) p.data_rng = get_generator_state(tensors, "rng.data", file);
   auto best = tensors.find("train.best_eval_loss");
@@ -315,6 +317,7 @@ std::string save_checkpoint(const std::string& dir, const TensorMap& model_state
   train["loader.position"] = i64(p.loader.position);
   train["schedule.last_step"] = i64(p.schedule_step);
   if (p.global_batch) train["loader.global_batch"] = i64(*p.global_batch);
+  if (p.global_max_tokens) train["loader.global_max_tokens"] = i64(*p.global_max_tokens);
   train["train.step"] = i64(p.step);
   train["train.best_eval_loss"] = Tensor::scalar(p.best_eval_loss, DType::f64);
   Metadata train_md{{"format", kFormat}, {"step", std::to_string(p.step)}, {"crc32", tensors_crc32(train)}};
@@ -404,15 +407,18 @@ namespace {
 constexpr const char* kLockFile = "run.lock";
 constexpr const char* kRunFile = "run.json";
 
-// The files of a run in dir: checkpoints (step-*, best.*, complete or not),
-// the tokenizer lm saves, run.json. Sorted by name.
+// The files of a run in dir: checkpoints (step-*, best.*, average.*, complete
+// or not), the tokenizer lm saves, translate's subword models, run.json. Sorted by name.
 std::vector<std::string> run_files(const std::string& dir) {
   std::vector<std::string> names;
   std::error_code ec;
   for (auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    const bool checkpoint = (name.starts_with("step-") || name.starts_with("best.")) && name.ends_with(".safetensors");
-    if (checkpoint || name == "tokenizer.json" || name == "tokenizer.model" || name == kRunFile) names.push_back(name);
+    const bool checkpoint = (name.starts_with("step-") || name.starts_with("best.") || name.starts_with("average.")) &&
+                            name.ends_with(".safetensors");
+    const bool tokenizer = name == "tokenizer.json" || name == "tokenizer.model" ||
+                           (name.starts_with("sentencepiece.") && name.ends_with(".model"));  // lm's, translate's
+    if (checkpoint || tokenizer || name == kRunFile) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   return names;

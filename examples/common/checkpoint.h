@@ -65,6 +65,9 @@ struct TrainProgress {
   // Rows per step over all processes (the loader's batch size, times the
   // number of processes when data-parallel); unset in older checkpoints.
   std::optional<int64_t> global_batch;
+  // The token budget per step over all processes when batches were cut by
+  // tokens (LoaderOptions::max_tokens times the processes); unset otherwise.
+  std::optional<int64_t> global_max_tokens;
 };
 
 struct Checkpoint {
@@ -105,6 +108,9 @@ Checkpoint load_checkpoint(const std::string& path, bool need_train_state,
 // entries aside). IOError naming `file` when a key is missing or malformed.
 CheckpointMeta parse_checkpoint_meta(const Metadata& metadata, const std::string& file);
 TrainProgress parse_train_progress(const TensorMap& tensors, const std::string& file);
+// "DIR/step-00000600": the files of that step's checkpoint are it + ".model.safetensors" and ".train.safetensors".
+std::string step_prefix(const std::string& dir, int64_t step);
+
 // Steps of the complete checkpoints in dir, oldest first.
 std::vector<int64_t> list_checkpoints(const std::string& dir);
 // Removes temporary files left by an interrupted write (*.tmp.*).

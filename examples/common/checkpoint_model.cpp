@@ -1,6 +1,8 @@
 #include "examples/common/checkpoint_model.h"
 
 #include <attograd/autograd/engine.h>
+#include <attograd/autograd/io/safetensors.h>
+#include <attograd/autograd/ops.h>
 #include "examples/common/memory_estimate.h"
 
 namespace attograd {
@@ -71,6 +73,42 @@ std::unique_ptr<Seq2SeqTransformer> seq2seq_from_checkpoint(const Checkpoint& c)
   load_weights(*model, c);
   model->eval();
   return model;
+}
+
+std::string average_checkpoints(const std::string& dir, int64_t last) {
+  if (last < 2) fail<ValueError>("average_checkpoints", "averaging needs 2 or more checkpoints, got {}", last);
+  const std::vector<int64_t> steps = list_checkpoints(dir);
+  if (static_cast<int64_t>(steps.size()) < last)
+    fail<ValueError>("average_checkpoints", "{} holds {} complete checkpoint{}, fewer than the {} to average; hint: "
+                     "checkpoint more often (--checkpoint-every) or average fewer", dir, steps.size(),
+                     steps.size() == 1 ? "" : "s", last);
+  const std::string newest = step_prefix(dir, steps.back()) + ".model.safetensors";
+  const Checkpoint last_one = load_checkpoint(newest, false);
+  TensorMap sum;
+  for (size_t k = steps.size() - static_cast<size_t>(last); k < steps.size(); ++k) {
+    const std::string path = step_prefix(dir, steps[k]) + ".model.safetensors";
+    const Checkpoint c = load_checkpoint(path, false);
+    if (c.meta.run_id != last_one.meta.run_id)
+      fail<IOError>("average_checkpoints", "{} belongs to another run than {}", path, newest);
+    if (sum.empty()) {
+      for (const auto& [name, t] : c.model) sum[name] = t.to(DType::f64);
+      continue;
+    }
+    if (c.model.size() != sum.size())
+      fail<IOError>("average_checkpoints", "{} holds {} tensors, {} holds {}", path, c.model.size(), newest, sum.size());
+    for (const auto& [name, t] : c.model) {
+      const auto it = sum.find(name);
+      if (it == sum.end() || it->second.shape() != t.shape())
+        fail<IOError>("average_checkpoints", "{}: tensor {} is not in the other checkpoints with that shape", path, name);
+      it->second = it->second + t.to(DType::f64);
+    }
+  }
+  for (auto& [name, t] : sum) t = (t * (1.0 / static_cast<double>(last))).to(last_one.model.at(name).dtype());
+  Metadata md = load_safetensors_metadata(newest);
+  md.erase("crc32");
+  const std::string out = dir + "/average.model.safetensors";
+  save_model_file(out, sum, std::move(md));
+  return out;
 }
 
 }  // namespace attograd

@@ -19,4 +19,12 @@ namespace attograd {
 std::unique_ptr<GPT> gpt_from_checkpoint(const Checkpoint& c);
 std::unique_ptr<Seq2SeqTransformer> seq2seq_from_checkpoint(const Checkpoint& c);
 
+// The uniform average of the model weights of this run's newest `last`
+// complete checkpoints in dir (as fairseq's average_checkpoints.py; Marian
+// keeps an exponential average instead), written to dir/average.model.safetensors
+// with the newest one's metadata, so every program loads it as a checkpoint.
+// Returns its path. ValueError for last < 2 or fewer checkpoints than that;
+// IOError when their tensors differ in names, shapes or dtypes.
+std::string average_checkpoints(const std::string& dir, int64_t last);
+
 }  // namespace attograd

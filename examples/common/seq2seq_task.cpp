@@ -148,6 +148,7 @@ EvalResult merge_across_ranks(dist::Communicator& comm, const EvalResult& mine) 
 LoaderOptions global_batches(const LoaderOptions& per_rank, int ranks) {
   LoaderOptions o = per_rank;
   o.batch_size *= ranks;
+  o.max_tokens *= ranks;
   return o;
 }
 
@@ -221,6 +222,7 @@ class Seq2SeqTask : public TrainTask {
   void save_data_position(TrainProgress& p) const override {
     p.loader = loader_.state();
     p.global_batch = loader_.options().batch_size;
+    if (loader_.options().max_tokens > 0) p.global_max_tokens = loader_.options().max_tokens;
   }
 
   // A checkpoint made with another global batch (another number of processes
@@ -229,8 +231,14 @@ class Seq2SeqTask : public TrainTask {
   std::optional<std::string> restore_data_position(const TrainProgress& p) override {
     LoaderState state = p.loader;
     std::optional<std::string> note;
-    const int64_t batch = loader_.options().batch_size;
-    if (p.global_batch && *p.global_batch != batch) {
+    const int64_t batch = loader_.options().batch_size, max_tokens = loader_.options().max_tokens;
+    // Token batches are cut from the budget, so another budget makes other batches: a position means nothing there.
+    if (p.global_max_tokens.value_or(0) != max_tokens)
+      fail<ValueError>("resume", "the checkpoint's batches held {} tokens over all processes, now {}; hint: resume "
+                       "with the same --max-tokens and number of processes",
+                       p.global_max_tokens ? fmt::format("at most {}", *p.global_max_tokens) : std::string("no budget of"),
+                       max_tokens > 0 ? fmt::format("at most {}", max_tokens) : std::string("--batch-size rows"));
+    if (max_tokens == 0 && p.global_batch && *p.global_batch != batch) {
       const int64_t seen = std::min(state.position * *p.global_batch, loader_.dataset().size());
       state.position = seen == loader_.dataset().size() ? loader_.batches_per_epoch() : seen / batch;
       note = fmt::format("the checkpoint's global batch was {}, now {}: continuing at batch {} of epoch {}",

@@ -75,6 +75,11 @@ constexpr ScheduleChoice kSchedules[] = {
      [](const TrainOptions& o, int64_t d_model) -> std::unique_ptr<optim::Schedule> {
        return std::make_unique<optim::Noam>(d_model, at_least_one(o.warmup), o.lr);
      }},
+    {"inverse-sqrt", "linear warmup to --lr over --warmup steps, then lr * sqrt(warmup / t) (fairseq's inverse_sqrt)",
+     no_check,
+     [](const TrainOptions& o, int64_t) -> std::unique_ptr<optim::Schedule> {
+       return std::make_unique<optim::InverseSqrt>(o.lr, at_least_one(o.warmup));
+     }},
     // gamma 0.1 is StepLR's default and ResNet's divide-by-10 (He et al. 2016
     // §3.4); a drop every third of the run gives two drops, as ResNet's two.
     {"step", "--lr divided by 10 after each third of --steps", no_check,

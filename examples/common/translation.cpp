@@ -1,5 +1,9 @@
 #include "examples/common/translation.h"
 
+#include <zlib.h>
+
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -12,21 +16,89 @@
 
 namespace attograd {
 
+namespace {
+
+constexpr const char* kSubwordTokenizer = "sentencepiece";
+
+// A language name as it goes into file names and messages: letters, digits, '-' and '_', 1 to 16 of them.
+void check_language(const std::string& name, const char* flag) {
+  const bool ok = !name.empty() && name.size() <= 16 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+  });
+  if (!ok)
+    fail<ValueError>("flags", "{} {:?} is not a language name; expected 1 to 16 letters, digits, '-' or '_' "
+                     "(e.g. fr, pt_BR)", flag, name);
+}
+
+uint32_t crc32_of(std::string_view bytes) {
+  return static_cast<uint32_t>(::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()),
+                                       static_cast<uInt>(bytes.size())));
+}
+
+}  // namespace
+
 TranslationTask TranslationTask::for_language(const std::string& lang) {
-  return {lang, std::string(kNumberSourceTokenizer), number_target_tokenizer(lang)};
+  TranslationTask t;
+  t.lang = lang;
+  t.src_tokenizer = std::string(kNumberSourceTokenizer);
+  t.tgt_tokenizer = number_target_tokenizer(lang);
+  return t;
+}
+
+TranslationTask TranslationTask::for_text(const std::string& source, const std::string& target, bool joint) {
+  check_language(source, "--src");
+  check_language(target, "--tgt");
+  TranslationTask t;
+  t.corpus = "text";
+  t.source = source;
+  t.lang = target;
+  t.src_tokenizer = t.tgt_tokenizer = kSubwordTokenizer;
+  t.src_model = joint ? "sentencepiece.model" : "sentencepiece." + source + ".model";
+  t.tgt_model = joint ? t.src_model : "sentencepiece." + target + ".model";
+  if (!joint && source == target)
+    fail<ValueError>("flags", "--src and --tgt are both '{}'; separate vocabularies need two names", source);
+  return t;
 }
 
 nlohmann::json TranslationTask::to_json() const {
-  return {{"task", "translate"},          {"source", kNumberSourceLanguage}, {"target", lang},
-          {"src_tokenizer", src_tokenizer}, {"tgt_tokenizer", tgt_tokenizer}};
+  nlohmann::json j = {{"task", "translate"},           {"corpus", corpus},
+                      {"source", source},              {"target", lang},
+                      {"src_tokenizer", src_tokenizer}, {"tgt_tokenizer", tgt_tokenizer}};
+  if (is_text()) {
+    j["src_model"] = src_model;
+    j["tgt_model"] = tgt_model;
+    j["src_model_crc32"] = src_model_crc;
+    j["tgt_model_crc32"] = tgt_model_crc;
+    j["subword"] = subword_kind;
+  }
+  return j;
 }
 
 TranslationTask TranslationTask::from_json(const nlohmann::json& j, const std::string& file) {
   try {
     if (j.at("task").get<std::string>() != "translate")
       fail<IOError>("checkpoint", "{} is not a translate checkpoint (task '{}')", file, j.at("task").get<std::string>());
-    return {j.at("target").get<std::string>(), j.at("src_tokenizer").get<std::string>(),
-            j.at("tgt_tokenizer").get<std::string>()};
+    TranslationTask t;
+    t.corpus = j.value("corpus", std::string("numbers"));  // checkpoints before text tasks were all numbers
+    t.source = j.value("source", std::string(kNumberSourceLanguage));
+    t.lang = j.at("target").get<std::string>();
+    t.src_tokenizer = j.at("src_tokenizer").get<std::string>();
+    t.tgt_tokenizer = j.at("tgt_tokenizer").get<std::string>();
+    if (t.corpus != "numbers" && t.corpus != "text")
+      fail<IOError>("checkpoint", "{}: unknown corpus kind '{}' in the task metadata", file, t.corpus);
+    if (t.is_text()) {
+      t.src_model = j.at("src_model").get<std::string>();
+      t.tgt_model = j.at("tgt_model").get<std::string>();
+      t.src_model_crc = j.at("src_model_crc32").get<uint32_t>();
+      t.tgt_model_crc = j.at("tgt_model_crc32").get<uint32_t>();
+      t.subword_kind = j.at("subword").get<std::string>();
+      if (t.subword_kind != "unigram" && t.subword_kind != "bpe")
+        fail<IOError>("checkpoint", "{}: unknown subword model type '{}'", file, t.subword_kind);
+      for (const std::string* name : {&t.src_model, &t.tgt_model})
+        if (!name->starts_with("sentencepiece.") || !name->ends_with(".model") || name->find('/') != std::string::npos)
+          fail<IOError>("checkpoint", "{}: subword model name {:?} is not a sentencepiece.*.model file name", file, *name);
+    }
+    return t;
   } catch (const nlohmann::json::exception& e) {
     fail<IOError>("checkpoint", "{}: bad task metadata ({})", file, e.what());
   }
@@ -57,9 +129,71 @@ Translator::Translator(TranslationTask t, Vocab src, Vocab tgt)
     : task(std::move(t)), src_vocab(std::move(src)), tgt_vocab(std::move(tgt)),
       src_tok(make_tokenizer(task.src_tokenizer)), tgt_tok(make_tokenizer(task.tgt_tokenizer)) {}
 
+Translator::Translator(TranslationTask t, std::shared_ptr<const SentencePieceTokenizer> src,
+                       std::shared_ptr<const SentencePieceTokenizer> tgt)
+    : task(std::move(t)), src_model(std::move(src)), tgt_model(std::move(tgt)) {
+  auto src_pieces = std::make_unique<SentencePiecePieces>(src_model);
+  auto tgt_pieces = std::make_unique<SentencePiecePieces>(tgt_model);
+  src_vocab = Vocab::from_symbols(src_pieces->vocab_symbols());
+  tgt_vocab = Vocab::from_symbols(tgt_pieces->vocab_symbols());
+  src_tok = std::move(src_pieces);
+  tgt_tok = std::move(tgt_pieces);
+}
+
 Translator Translator::from_training_text(const TranslationTask& t, const ParallelText& train) {
   const auto src_tok = make_tokenizer(t.src_tokenizer), tgt_tok = make_tokenizer(t.tgt_tokenizer);
   return Translator(t, Vocab::build(train.sources, *src_tok), Vocab::build(train.targets, *tgt_tok));
+}
+
+namespace {
+
+// The sentences one per line, as SentencePiece's trainer reads them.
+std::string as_lines(const std::vector<std::string>& sentences) {
+  std::string text;
+  for (const std::string& s : sentences) (text += s) += '\n';
+  return text;
+}
+
+}  // namespace
+
+Translator Translator::train_subwords(TranslationTask t, const ParallelText& train, const SubwordOptions& o) {
+  std::shared_ptr<const SentencePieceTokenizer> src, tgt;
+  if (o.joint) {
+    src = tgt = std::make_shared<SentencePieceTokenizer>(
+        SentencePieceTokenizer::train(as_lines(train.sources) + as_lines(train.targets), o.kind, o.vocab_size));
+  } else {
+    src = std::make_shared<SentencePieceTokenizer>(SentencePieceTokenizer::train(as_lines(train.sources), o.kind, o.vocab_size));
+    tgt = std::make_shared<SentencePieceTokenizer>(SentencePieceTokenizer::train(as_lines(train.targets), o.kind, o.vocab_size));
+  }
+  t.subword_kind = o.kind;
+  t.src_model_crc = crc32_of(src->model_proto());
+  t.tgt_model_crc = crc32_of(tgt->model_proto());
+  return Translator(std::move(t), std::move(src), std::move(tgt));
+}
+
+void Translator::save_subwords(const std::string& dir) const {
+  if (!task.is_text()) return;
+  write_file_atomic(dir + "/" + task.src_model, src_model->model_proto());
+  if (!task.joint()) write_file_atomic(dir + "/" + task.tgt_model, tgt_model->model_proto());
+}
+
+Translator Translator::load_subwords(const TranslationTask& t, const std::string& dir) {
+  // A SentencePiece model of a million pieces is about 20 MB.
+  constexpr uint64_t kMaxModelBytes = uint64_t{1} << 30;
+  const auto load = [&](const std::string& name, uint32_t crc) {
+    const std::string path = dir + "/" + name;
+    if (!std::filesystem::exists(path))
+      fail<IOError>("checkpoint", "{} is missing: the checkpoint's subword model; hint: copy the whole checkpoint "
+                    "directory, sentencepiece*.model files included", path);
+    std::string bytes = read_file_bytes(path, kMaxModelBytes);
+    if (crc32_of(bytes) != crc)
+      fail<IOError>("checkpoint", "{} has CRC-32 {:08x}, the checkpoint expects {:08x}: it is not the model this "
+                    "checkpoint was trained with", path, crc32_of(bytes), crc);
+    return std::make_shared<const SentencePieceTokenizer>(SentencePieceTokenizer::from_proto(std::move(bytes), t.subword_kind, path));
+  };
+  auto src = load(t.src_model, t.src_model_crc);
+  auto tgt = t.joint() ? src : load(t.tgt_model, t.tgt_model_crc);
+  return Translator(t, std::move(src), std::move(tgt));
 }
 
 VectorDataset Translator::encode(const ParallelText& text) const {
@@ -68,7 +202,8 @@ VectorDataset Translator::encode(const ParallelText& text) const {
 
 std::vector<int64_t> Translator::encode_input(std::string_view line, int64_t line_number,
                                              std::vector<std::string>& unknown) const {
-  const std::vector<std::string> words = src_tok->split(normalize_number_words(line));
+  const std::vector<std::string> words =
+      task.is_text() ? src_tok->split(line) : src_tok->split(normalize_number_words(line));
   if (words.empty()) fail<ValueError>("translate", "input line {} ({:?}) has no words", line_number, line);
   std::vector<int64_t> ids = src_vocab.encode(words);
   bool knows_a_word = false;
@@ -76,6 +211,9 @@ std::vector<int64_t> Translator::encode_input(std::string_view line, int64_t lin
     if (ids[k] == kUnkId) unknown.push_back(words[k]);
     else knows_a_word |= words[k] != "-";
   }
+  if (!knows_a_word && task.is_text())
+    fail<ValueError>("translate", "input line {} ({:?}) has no character the model saw in training; it reads {} text",
+                     line_number, line, task.source);
   if (!knows_a_word)
     fail<ValueError>("translate", "input line {} ({:?}) has no word the model knows; it reads whole numbers from 0 to "
                      "{},{:03} in English words or digits, e.g. 'three thousand four hundred and eighty-five' or 3485",
@@ -90,8 +228,20 @@ std::string Translator::show_source(const std::vector<int64_t>& ids) const {
   return src_tok->join(src_vocab.decode_sequence(ids));
 }
 
-void Translator::add_metrics(EvalResult& e) const {
+void Translator::add_metrics(EvalResult& e, const std::vector<std::string>* references) const {
   if (e.outputs.empty()) return;
+  if (references && references->size() < e.outputs.size())
+    fail<ValueError>("add_metrics", "{} reference sentences for {} outputs", references->size(), e.outputs.size());
+  if (task.is_text()) {
+    std::vector<std::string> hyp_text, ref_text;
+    for (size_t i = 0; i < e.outputs.size(); ++i) {
+      hyp_text.push_back(show_target(e.outputs[i]));
+      ref_text.push_back(references ? (*references)[i] : show_target(e.references[i]));
+    }
+    e.extra.emplace_back("bleu", corpus_bleu_13a(hyp_text, ref_text).score);
+    e.extra.emplace_back("chrf", corpus_chrf(hyp_text, ref_text));
+    return;
+  }
   std::vector<TokenSeq> hyp, ref;
   std::vector<std::string> hyp_text, ref_text;
   for (size_t i = 0; i < e.outputs.size(); ++i) {
@@ -131,8 +281,16 @@ TrainedTranslator load_translator(const std::string& checkpoint) {
     fail<ValueError>("flags", "--checkpoint is required; hint: pass the --checkpoint-dir used in training");
   Checkpoint c = load_checkpoint(checkpoint, false);
   const TranslationTask task = TranslationTask::from_json(c.meta.task, c.model_path);
-  TrainedTranslator t{nullptr, Translator(task, vocab_from_meta(c.meta.vocab_src, c.model_path),
-                                          vocab_from_meta(c.meta.vocab_tgt, c.model_path))};
+  if (!task.is_text()) {
+    TrainedTranslator t{nullptr, Translator(task, vocab_from_meta(c.meta.vocab_src, c.model_path),
+                                            vocab_from_meta(c.meta.vocab_tgt, c.model_path))};
+    t.model = seq2seq_from_checkpoint(c);
+    return t;
+  }
+  const std::filesystem::path dir = std::filesystem::path(c.model_path).parent_path();
+  TrainedTranslator t{nullptr, Translator::load_subwords(task, dir.empty() ? "." : dir.string())};
+  if (t.tr.src_vocab.tokens() != c.meta.vocab_src || t.tr.tgt_vocab.tokens() != c.meta.vocab_tgt)
+    fail<IOError>("checkpoint", "{}: its vocabulary is not the one of its subword models", c.model_path);
   t.model = seq2seq_from_checkpoint(c);
   return t;
 }

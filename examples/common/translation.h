@@ -1,6 +1,13 @@
-// The number-translation task (English number words -> fr/de/es) as the
-// programs share it: translate trains and serves it, heads_study trains it
-// many times. Corpus splits come from data/numbers/*.tsv (data/parallel.h).
+// Translation tasks as the programs share them: translate trains and serves
+// them, heads_study trains the number task many times.
+//
+//  - numbers: English number words -> fr/de/es, from data/numbers/*.tsv
+//    (data/parallel.h); sources normalised (data/number_words.h), word or
+//    character tokens, scored by exact match.
+//  - text: any sentence pairs (a user's files, data/corpus.h, or the gettext
+//    catalogs, data/gettext_corpus.h), kept as they are (case, punctuation),
+//    SentencePiece subwords trained on the training split (one model for both
+//    sides, or one per side), scored by BLEU and chrF on detokenized text.
 //
 // Shape legend: ids are token sequences without BOS/EOS.
 #pragma once
@@ -11,18 +18,38 @@
 #include <nlohmann/json.hpp>
 
 #include <attograd/data/parallel.h>
+#include <attograd/data/sentencepiece.h>
 #include "examples/common/trainer.h"
 
 namespace attograd {
 
 struct TranslationTask {
-  std::string lang;           // target language: fr, de or es
-  std::string src_tokenizer;  // "hyphen"
-  std::string tgt_tokenizer;  // "hyphen" (fr, es) or "char" (de)
+  std::string corpus = "numbers";  // "numbers" or "text" (the file comment)
+  std::string source = "en";       // source language (a name for messages and the checkpoint)
+  std::string lang;                // target language: fr, de or es for numbers, any name for text
+  std::string src_tokenizer;       // "hyphen" (numbers) or "sentencepiece" (text)
+  std::string tgt_tokenizer;       // "hyphen" (fr, es), "char" (de) or "sentencepiece" (text)
+  // Text only: the SentencePiece model files in the checkpoint directory (the
+  // same file for a joint vocabulary) and their zlib CRC-32s, checked on load.
+  std::string src_model, tgt_model;
+  uint32_t src_model_crc = 0, tgt_model_crc = 0;
+  std::string subword_kind;  // text: the SentencePiece model type, unigram or bpe
 
-  static TranslationTask for_language(const std::string& lang);  // ValueError for an unknown language
+  // The number task into `lang`; ValueError for a language other than fr, de, es.
+  static TranslationTask for_language(const std::string& lang);
+  // Sentence pairs source -> target with SentencePiece subwords; ValueError for an empty or odd language name.
+  static TranslationTask for_text(const std::string& source, const std::string& target, bool joint);
+  bool is_text() const { return corpus == "text"; }
+  bool joint() const { return src_model == tgt_model; }  // text: one subword model for both sides
   nlohmann::json to_json() const;                                 // the checkpoint's task record
   static TranslationTask from_json(const nlohmann::json& j, const std::string& file);  // IOError when malformed
+};
+
+// How a text task's subword vocabularies are trained on its training split.
+struct SubwordOptions {
+  std::string kind = "unigram";  // SentencePiece model type: unigram or bpe
+  int64_t vocab_size = 8000;     // pieces per model (specials included)
+  bool joint = true;             // one model over sources and targets, or one per side
 };
 
 // The number corpus beside the running program, <program's dir>/../share/attograd/numbers:
@@ -43,10 +70,23 @@ struct Translator {
   TranslationTask task;
   Vocab src_vocab, tgt_vocab;
   std::unique_ptr<Tokenizer> src_tok, tgt_tok;
+  std::shared_ptr<const SentencePieceTokenizer> src_model, tgt_model;  // text tasks' subword models, else null
 
+  // A numbers task: tokenizers by name (make_tokenizer).
   Translator(TranslationTask t, Vocab src, Vocab tgt);
-  // Vocabularies built from the training split's sentences.
+  // A text task: the subword models (the same one twice for a joint vocabulary).
+  Translator(TranslationTask t, std::shared_ptr<const SentencePieceTokenizer> src_model,
+             std::shared_ptr<const SentencePieceTokenizer> tgt_model);
+  // A numbers task's vocabularies built from the training split's sentences.
   static Translator from_training_text(const TranslationTask& t, const ParallelText& train);
+  // A text task's subword models trained on the training split (ValueError,
+  // from SentencePiece, when the text cannot give vocab_size pieces).
+  static Translator train_subwords(TranslationTask t, const ParallelText& train, const SubwordOptions& o);
+  // Writes the subword models into a checkpoint directory under the task's
+  // file names (a text task; nothing for numbers).
+  void save_subwords(const std::string& dir) const;
+  // The subword models of a text task from the checkpoint directory, checked against the task's CRC-32s.
+  static Translator load_subwords(const TranslationTask& t, const std::string& dir);
 
   VectorDataset encode(const ParallelText& text) const;
   // One input line (line_number counts from 1, for messages) as the model
@@ -57,8 +97,12 @@ struct Translator {
   std::vector<int64_t> encode_input(std::string_view line, int64_t line_number, std::vector<std::string>& unknown) const;
   std::string show_target(const std::vector<int64_t>& ids) const;
   std::string show_source(const std::vector<int64_t>& ids) const;
-  // BLEU over target tokens (words for fr/es, characters for de) and chrF on the joined text.
-  void add_metrics(EvalResult& e) const;
+  // numbers: BLEU over target tokens (words for fr/es, characters for de) and
+  // chrF on the joined text. text: BLEU (sacreBLEU's 13a tokenizer) and chrF on
+  // the detokenized outputs against `references`, the raw target sentences in
+  // the evaluated order (the first e.outputs.size() are used), or, without
+  // them, the decoded reference ids.
+  void add_metrics(EvalResult& e, const std::vector<std::string>* references = nullptr) const;
   TaskHooks hooks() const;
 };
 

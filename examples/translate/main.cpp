@@ -1,16 +1,19 @@
-// translate: a tiny English -> French / German / Spanish translator of number
-// words ("seventy-one thousand" -> "soixante et onze mille"), trained on the
-// committed corpus data/numbers/ with the shared training loop.
+// translate: a tiny translation transformer for real sentence pairs, and for
+// the number-words task it began with.
 //
-//   translate train --lang fr|de|es [flags]          train on train.tsv, evaluate on valid.tsv, report test.tsv
-//   translate eval  --checkpoint DIR [--split test]   loss, token accuracy, exact match, BLEU, chrF on a split
-//   translate translate --checkpoint DIR "twenty-one" ...   (or one sentence per stdin line, or --input FILE)
+//   translate train --corpus gettext --tgt fr [flags]   the machine's gettext catalogs, en -> fr (data/gettext_corpus.h)
+//   translate train --corpus DIR --src en --tgt ko       your files: train.tsv (source<TAB>target) or train.en +
+//                                                        train.ko, valid/test beside them or carved (data/corpus.h)
+//   translate train [--lang fr|de|es]                    the number-words corpus (data/numbers)
+//   translate eval  --checkpoint DIR [--split test]      loss, token accuracy, exact match, BLEU, chrF on a split
+//   translate translate --checkpoint DIR "Permission denied" ...   (or one sentence per stdin line, or --input FILE)
+//   translate prepare --corpus gettext --tgt fr --out DIR    write the splits as TSV (for tools/translate_torch.py)
+//   translate score --hyp FILE --ref FILE                BLEU (sacreBLEU's 13a) and chrF of one sentence per line
 //
-// Sources are English words with hyphens split off; French and Spanish targets
-// are words the same way, German targets are characters (data/parallel.h).
-// Every source, from the corpus or typed, is first normalised to the corpus
-// form (data/number_words.h): "Three thousand, four hundred" and "3400" read as
-// "three thousand four hundred".
+// Real text keeps its case and punctuation and is read as SentencePiece
+// subwords trained on the training split (examples/common/translation.h);
+// number words are normalised (data/number_words.h: "3400" reads as "three
+// thousand four hundred") and read as words or, for German, characters.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,8 +28,12 @@
 #include <attograd/autograd/io/safetensors.h>
 
 #include <attograd/data/bleu.h>
+#include <attograd/data/corpus.h>
+#include <attograd/data/gettext_corpus.h>
 #include <attograd/data/parallel.h>
+#include <attograd/dist/communicator.h>
 #include "examples/common/attention_svg.h"
+#include "examples/common/checkpoint_model.h"
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
 #include "examples/common/trainer.h"
@@ -36,9 +43,23 @@ using namespace attograd;
 
 namespace {
 
-// The defaults are what `translate train --lang fr` trains (see docs/translate.md for the
+// --corpus: a built-in corpus by name, or a directory of the user's files.
+constexpr const char* kNumbers = "numbers";
+constexpr const char* kGettext = "gettext";
+
+// Whether argv asks for a text corpus: the defaults (and --help) differ from the number task's.
+bool wants_text_corpus(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a.starts_with("--corpus=")) return a.substr(9) != kNumbers;
+    if (a == "--corpus" && i + 1 < argc) return std::string_view(argv[i + 1]) != kNumbers;
+  }
+  return false;
+}
+
+// The defaults of `translate train --lang fr` (see docs/translate.md for the
 // measured accuracy and time).
-TransformerConfig default_model() {
+TransformerConfig number_model() {
   TransformerConfig c;
   c.d_model = 64;
   c.heads = 4;
@@ -50,7 +71,7 @@ TransformerConfig default_model() {
   return c;
 }
 
-TrainOptions default_training() {
+TrainOptions number_training() {
   TrainOptions t;
   t.program = "translate";
   // Measured (1 thread, shared machine): 2,000 steps reach 99.95% test exact
@@ -67,18 +88,87 @@ TrainOptions default_training() {
   return t;
 }
 
-cxxopts::Options make_options(const std::string& mode) {
-  cxxopts::Options o("translate " + mode, "Translate English number words into French, German or Spanish.\n"
-                     "Modes: train (default), eval, translate.");
+// The defaults for real sentences (docs/translate.md: the gettext corpora,
+// BLEU and minutes on 2 cores): a small base-like Transformer with dropout
+// and label smoothing, as for any low-resource pair.
+TransformerConfig text_model() {
+  TransformerConfig c;
+  c.d_model = 256;
+  c.heads = 4;
+  c.d_ff = 1024;
+  c.enc_layers = 3;
+  c.dec_layers = 3;
+  c.dropout = 0.1;
+  c.max_len = 128;
+  return c;
+}
+
+TrainOptions text_training() {
+  TrainOptions t;
+  t.program = "translate";
+  t.steps = 3000;
+  t.lr = 1e-3;
+  t.schedule = "inverse-sqrt";
+  t.warmup = 400;
+  t.label_smoothing = 0.1;
+  t.eval_every = 500;
+  t.eval_size = 500;
+  t.samples = 8;
+  return t;
+}
+
+// Flags that choose and cut a corpus (train, prepare, and eval of a text checkpoint).
+void add_corpus_flags(cxxopts::Options& o, bool text) {
+  o.add_options("data")
+      ("corpus", "numbers (English number words, data/numbers), gettext (this machine's translated program messages, "
+       "/usr/share/locale) or a directory of your own pairs (train.tsv, or train.SRC and train.TGT; valid and test "
+       "files optional)", cxxopts::value<std::string>()->default_value(text ? kGettext : kNumbers))
+      ("src", "source language (text corpora: a name; gettext: en)", cxxopts::value<std::string>()->default_value("en"))
+      ("tgt", "target language (numbers: fr, de or es; gettext: a /usr/share/locale directory such as fr, de, ko)",
+       cxxopts::value<std::string>()->default_value(""))
+      ("lang", "the target language (older name of --tgt)", cxxopts::value<std::string>()->default_value(""))
+      ("data", "the number corpus directory (train/valid/test/gen .tsv)",
+       cxxopts::value<std::string>()->default_value(default_corpus_dir()))
+      ("valid-size", "text corpora: pairs carved from train for valid when there is no valid file",
+       cxxopts::value<int64_t>()->default_value("500"))
+      ("test-size", "text corpora: pairs carved from train for test when there is no test file",
+       cxxopts::value<int64_t>()->default_value("1000"))
+      ("split-seed", "text corpora: which pairs are carved for valid and test", cxxopts::value<uint64_t>()->default_value("1"))
+      ("locale-dir", "gettext: where the catalogs are", cxxopts::value<std::string>()->default_value("/usr/share/locale"));
+}
+
+cxxopts::Options make_options(const std::string& mode, bool text) {
+  cxxopts::Options o("translate " + mode, "A tiny translation transformer: real sentence pairs (SentencePiece subwords) "
+                     "or English number words.\nModes: train (default), eval, translate, prepare, score.");
   o.add_options()("h,help", "show this help");
-  if (mode != "translate")
-    o.add_options("data")
-        ("data", "corpus directory (train/valid/test/gen .tsv)",
-         cxxopts::value<std::string>()->default_value(default_corpus_dir()));
+  if (mode == "score") {
+    o.add_options("input")
+        ("hyp", "hypotheses, one sentence per line", cxxopts::value<std::string>()->default_value(""))
+        ("ref", "references: one sentence per line, or a TSV of source<TAB>target (its targets)",
+         cxxopts::value<std::string>()->default_value(""));
+    return o;
+  }
+  if (mode != "translate") add_corpus_flags(o, text);
+  if (mode == "prepare") {
+    o.add_options("output")("out", "directory to write train.tsv, valid.tsv, test.tsv and manifest.txt to",
+                            cxxopts::value<std::string>()->default_value(""));
+    return o;
+  }
   if (mode == "train") {
-    o.add_options("data")("lang", "target language: fr, de or es", cxxopts::value<std::string>()->default_value("fr"));
-    add_model_flags(o, default_model());
-    add_train_flags(o, default_training());
+    o.add_options("subwords")
+        ("vocab-size", "text: SentencePiece pieces per vocabulary", cxxopts::value<int64_t>()->default_value("4000"))
+        ("subword", "text: SentencePiece model type, unigram or bpe", cxxopts::value<std::string>()->default_value("unigram"))
+        ("separate-vocab", "text: one subword vocabulary per language instead of one shared");
+    o.add_options("training")
+        ("max-tokens", "batches by a token budget: rows x longest row at most this (0: --batch-size rows); "
+         "sentences of one length go together, so padding stays small",
+         cxxopts::value<int64_t>()->default_value(text ? "4096" : "0"))
+        ("beam", "beam size of the final test decode (1: greedy)", cxxopts::value<int64_t>()->default_value(text ? "4" : "1"))
+        ("length-penalty", "GNMT length penalty alpha of that beam search", cxxopts::value<double>()->default_value("0.6"))
+        ("average-last", "average the weights of the last N checkpoints (with --checkpoint-dir) before the test, "
+         "and save them as average.model.safetensors (0: off)", cxxopts::value<int64_t>()->default_value("0"));
+    add_model_flags(o, text ? text_model() : number_model());
+    add_train_flags(o, text ? text_training() : number_training());
     add_memory_flags(o);
     return o;
   }
@@ -93,7 +183,7 @@ cxxopts::Options make_options(const std::string& mode) {
        cxxopts::value<int>()->default_value(std::to_string(cli::usable_cores())));
   if (mode == "eval") {
     o.add_options("data")
-        ("split", "train, valid, test, gen, or a path to a TSV file with en and target columns",
+        ("split", "train, valid, test, gen (numbers), or a path to a TSV file of pairs",
          cxxopts::value<std::string>()->default_value("test"))
         ("eval-size", "sentences to evaluate (the first N of the split)", cxxopts::value<int64_t>()->default_value("1000000"))
         ("samples", "wrong translations to show", cxxopts::value<int64_t>()->default_value("5"));
@@ -108,66 +198,255 @@ cxxopts::Options make_options(const std::string& mode) {
   return o;
 }
 
+// The corpus the flags name, in its three parts, and the task it makes.
+struct Corpus {
+  TranslationTask task;
+  ParallelText train, valid, test;
+  std::string manifest;  // gettext: what each catalog gave (printed before training)
+};
+
+std::string target_flag(const cxxopts::ParseResult& r, const char* fallback) {
+  const std::string tgt = r["tgt"].as<std::string>(), lang = r["lang"].as<std::string>();
+  if (!tgt.empty() && !lang.empty() && tgt != lang)
+    fail<ValueError>("flags", "--tgt {} and --lang {} disagree; hint: --lang is the older name of --tgt, give one", tgt, lang);
+  return !tgt.empty() ? tgt : !lang.empty() ? lang : fallback;
+}
+
+Corpus read_corpus(const cxxopts::ParseResult& r, bool joint) {
+  const std::string corpus = r["corpus"].as<std::string>();
+  Corpus c;
+  if (corpus == kNumbers) {
+    const std::string lang = target_flag(r, "fr");
+    c.task = TranslationTask::for_language(lang);
+    const std::string dir = r["data"].as<std::string>();
+    c.train = read_split(dir, "train", lang);
+    c.valid = read_split(dir, "valid", lang);
+    c.test = read_split(dir, "test", lang);
+    return c;
+  }
+  if (r.count("data"))
+    fail<ValueError>("flags", "--data is the number corpus's directory; hint: give your own files as --corpus DIR");
+  const std::string tgt = target_flag(r, "");
+  if (tgt.empty())
+    fail<ValueError>("flags", "--corpus {} needs --tgt, the target language (e.g. --tgt fr)", corpus);
+  const std::string src = r["src"].as<std::string>();
+  c.task = TranslationTask::for_text(src, tgt, joint);
+  const int64_t valid_size = cli::flag_in_range<int64_t>(r, "valid-size", 0, 10'000'000);
+  const int64_t test_size = cli::flag_in_range<int64_t>(r, "test-size", 0, 10'000'000);
+  const uint64_t seed = r["split-seed"].as<uint64_t>();
+  if (corpus == kGettext) {
+    if (src != "en")
+      fail<ValueError>("flags", "the gettext catalogs translate from English: --src must be en, got {}", src);
+    GettextCorpusOptions go;
+    go.locale_root = r["locale-dir"].as<std::string>();
+    go.language = tgt;
+    go.seed = seed;
+    go.valid_size = valid_size;
+    go.test_size = test_size;
+    GettextCorpus g = load_gettext_corpus(go);
+    c.manifest = g.manifest_text();
+    c.train = std::move(g.train);
+    c.valid = std::move(g.valid);
+    c.test = std::move(g.test);
+    return c;
+  }
+  CorpusSplits s = read_corpus_dir(corpus, src, tgt, valid_size, test_size, seed);
+  c.train = std::move(s.train);
+  c.valid = std::move(s.valid);
+  c.test = std::move(s.test);
+  return c;
+}
+
 void show_samples(const Translator& tr, const EvalResult& e, int64_t n, bool wrong_only) {
   int64_t shown = 0;
   for (size_t i = 0; i < e.outputs.size() && shown < n; ++i) {
     const bool ok = e.outputs[i] == e.references[i];
     if (wrong_only && ok) continue;
-    fmt::print("  {}  ->  {}   {}\n", tr.show_source(e.sources[i]), tr.show_target(e.outputs[i]),
-               ok ? "correct" : "WRONG (expected " + tr.show_target(e.references[i]) + ")");
+    if (tr.task.is_text()) {  // real text is rarely word for word: show it, not a verdict
+      fmt::print("  {}\n    -> {}\n    reference: {}\n", tr.show_source(e.sources[i]), tr.show_target(e.outputs[i]),
+                 tr.show_target(e.references[i]));
+    } else {
+      fmt::print("  {}  ->  {}   {}\n", tr.show_source(e.sources[i]), tr.show_target(e.outputs[i]),
+                 ok ? "correct" : "WRONG (expected " + tr.show_target(e.references[i]) + ")");
+    }
     ++shown;
   }
 }
 
+// Pairs whose source or target (in tokens, + BOS/EOS) do not fit max_len are
+// left out of training, and named for valid and test, where leaving them out
+// would flatter the score.
+void drop_long_training_pairs(VectorDataset& train, ParallelText& text, int64_t max_len) {
+  VectorDataset kept;
+  ParallelText kept_text{text.name, {}, {}, {}};
+  for (int64_t i = 0; i < train.size(); ++i) {
+    const Example& e = train.examples()[static_cast<size_t>(i)];
+    if (static_cast<int64_t>(std::max(e.src.size(), e.tgt.size())) + 2 > max_len) continue;
+    kept.add(e);
+    kept_text.sources.push_back(text.sources[static_cast<size_t>(i)]);
+    kept_text.targets.push_back(text.targets[static_cast<size_t>(i)]);
+    kept_text.line_numbers.push_back(text.line_numbers[static_cast<size_t>(i)]);
+  }
+  if (kept.size() < train.size())
+    fmt::print("translate: left out {} of {} training pairs longer than --max-len {} allows\n",
+               train.size() - kept.size(), train.size(), max_len);
+  train = std::move(kept);
+  text = std::move(kept_text);
+}
+
+void check_fits(const VectorDataset& data, const ParallelText& text, int64_t max_len) {
+  for (size_t i = 0; i < data.examples().size(); ++i) {
+    const Example& e = data.examples()[i];
+    const auto n = static_cast<int64_t>(std::max(e.src.size(), e.tgt.size()));
+    if (n + 2 > max_len)
+      fail<ValueError>("flags", "{} line {} has {} tokens, which needs --max-len >= {} (sentence + BOS/EOS)", text.name,
+                       text.line_numbers[i], n, n + 2);
+  }
+}
+
+// The translator: the number task's word vocabularies, a text task's subword
+// models trained on train (or, resuming, the ones in the checkpoint directory).
+Translator make_translator(const cxxopts::ParseResult& r, Corpus& c, TrainOptions& opt) {
+  if (!c.task.is_text()) return Translator::from_training_text(c.task, c.train);
+  SubwordOptions so;
+  so.kind = r["subword"].as<std::string>();
+  if (so.kind != "unigram" && so.kind != "bpe")
+    fail<ValueError>("flags", "--subword must be unigram or bpe, got '{}'", so.kind);
+  so.vocab_size = cli::flag_in_range<int64_t>(r, "vocab-size", 8, 1 << 20);
+  so.joint = !r.count("separate-vocab");
+  // The directory is claimed before its subword models are read or written; claiming sets opt.resume to whether
+  // there is a checkpoint to continue, whose models the run keeps.
+  if (!opt.checkpoint_dir.empty()) claim_checkpoint_dir(opt);
+  if (opt.resume) {
+    const Checkpoint ck = load_checkpoint(opt.checkpoint_dir, false, CheckpointReader{"translate", "translate"});
+    const TranslationTask saved = TranslationTask::from_json(ck.meta.task, ck.model_path);
+    if (saved.source != c.task.source || saved.lang != c.task.lang || !saved.is_text())
+      fail<ValueError>("resume", "{} translates {} -> {}, the flags ask for {} -> {}", ck.model_path, saved.source,
+                       saved.lang, c.task.source, c.task.lang);
+    return Translator::load_subwords(saved, opt.checkpoint_dir);
+  }
+  Translator tr = Translator::train_subwords(c.task, c.train, so);
+  if (!opt.checkpoint_dir.empty() && dist::world().rank() == 0) tr.save_subwords(opt.checkpoint_dir);
+  return tr;
+}
+
 int train(const cxxopts::ParseResult& r) {
-  TrainOptions opt = train_options_from(r, default_training());
-  TransformerConfig cfg = model_config_from(r, default_model());
-  const TranslationTask task = TranslationTask::for_language(r["lang"].as<std::string>());
+  const bool text = r["corpus"].as<std::string>() != kNumbers;
+  TrainOptions opt = train_options_from(r, text ? text_training() : number_training());
+  TransformerConfig cfg = model_config_from(r, text ? text_model() : number_model());
+  const int64_t max_tokens = cli::flag_in_range<int64_t>(r, "max-tokens", 0, int64_t{1} << 30);
+  const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
+  const double alpha = cli::flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
+  const int64_t average_last = cli::flag_in_range<int64_t>(r, "average-last", 0, 1000);
+  if (average_last == 1 || (average_last > 0 && opt.checkpoint_dir.empty()))
+    fail<ValueError>("flags", "--average-last {} {}", average_last,
+                     average_last == 1 ? "averages nothing; hint: 2 or more, or 0 for off"
+                                       : "needs --checkpoint-dir, where the checkpoints are");
+  if (average_last > 0 && dist::world().size() > 1)
+    fail<ValueError>("flags", "--average-last runs in one process, not under mpirun; hint: train without it");
+  if (average_last > opt.keep_last)
+    fail<ValueError>("flags", "--average-last {} needs --keep-last >= {} (it keeps {})", average_last, average_last,
+                     opt.keep_last);
   check_outputs_writable(opt);
-  const std::string data_dir = r["data"].as<std::string>();
-  const ParallelText train_text = read_split(data_dir, "train", task.lang);
-  const ParallelText valid_text = read_split(data_dir, "valid", task.lang);
-  const ParallelText test_text = read_split(data_dir, "test", task.lang);
+  Corpus corpus = read_corpus(r, !r.count("separate-vocab"));
+  if (!corpus.manifest.empty()) fmt::print("{}", corpus.manifest);
   const std::string kernel = configure_threads(opt.threads);
 
-  const Translator tr = Translator::from_training_text(task, train_text);
+  const Translator tr = make_translator(r, corpus, opt);
   cfg.src_vocab = tr.src_vocab.size();
   cfg.tgt_vocab = tr.tgt_vocab.size();
-  const VectorDataset train_set = tr.encode(train_text), valid_set = tr.encode(valid_text), test_set = tr.encode(test_text);
+  VectorDataset train_set = tr.encode(corpus.train);
+  const VectorDataset valid_set = tr.encode(corpus.valid), test_set = tr.encode(corpus.test);
+  if (corpus.task.is_text()) {
+    drop_long_training_pairs(train_set, corpus.train, cfg.max_len);
+    check_fits(valid_set, corpus.valid, cfg.max_len);
+    check_fits(test_set, corpus.test, cfg.max_len);
+  } else {
+    const int64_t longest = longest_sequence({&train_set, &valid_set, &test_set});
+    if (longest + 2 > cfg.max_len)
+      fail<ValueError>("flags", "the corpus has sequences of {} tokens, which need --max-len >= {} (sequence + BOS/EOS)",
+                       longest, longest + 2);
+  }
+  if (train_set.size() == 0) fail<ValueError>("train", "no training pair fits --max-len {}", cfg.max_len);
   const int64_t longest = longest_sequence({&train_set, &valid_set, &test_set});
-  if (longest + 2 > cfg.max_len)
-    fail<ValueError>("flags", "the corpus has sequences of {} tokens, which need --max-len >= {} (sequence + BOS/EOS)",
-                     longest, longest + 2);
-  const std::string memory = check_training_memory(r, cfg, opt, longest + 1, longest + 1);
+  TrainOptions sized = opt;  // the memory check sees a token budget as its widest batch
+  if (max_tokens > 0) sized.batch_size = std::max<int64_t>(1, max_tokens / (longest + 1));
+  const std::string memory = check_training_memory(r, cfg, sized, longest + 1, longest + 1);
 
   Generator init_gen(opt.seed);
   auto dropout_gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xd50u));
   Seq2SeqTransformer model(cfg, init_gen, dropout_gen);
   LoaderOptions lo;
   lo.batch_size = opt.batch_size;
+  lo.max_tokens = max_tokens;
   lo.shuffle = true;
   lo.seed = opt.seed;
   DataLoader loader(train_set, lo);
 
-  fmt::print("translate: en -> {} ({} target tokens) | {} training pairs, vocab {} / {} | model {} parameters "
-             "(d_model {}, {}, {}+{} layers) | {} | {} thread(s), BLAS kernel {}\n",
-             task.lang, task.tgt_tokenizer == "char" ? "character" : "word", train_set.size(), tr.src_vocab.size(),
-             tr.tgt_vocab.size(), model.num_parameters(), cfg.d_model, heads_summary(cfg), cfg.enc_layers, cfg.dec_layers,
-             memory, opt.threads, kernel);
+  fmt::print("translate: {} -> {} ({}) | {} training pairs, vocab {} / {}, {} | model {} parameters (d_model {}, {}, "
+             "{}+{} layers) | {} | {} thread(s), BLAS kernel {}\n",
+             corpus.task.source, corpus.task.lang,
+             corpus.task.is_text() ? fmt::format("{} subwords{}", tr.task.subword_kind, tr.task.joint() ? ", joint" : "")
+             : corpus.task.tgt_tokenizer == "char" ? "character target tokens" : "word target tokens",
+             train_set.size(), tr.src_vocab.size(), tr.tgt_vocab.size(),
+             max_tokens > 0 ? fmt::format("{} batches of at most {} tokens", loader.batches_per_epoch(), max_tokens)
+                            : fmt::format("batches of {}", opt.batch_size),
+             model.num_parameters(), cfg.d_model, heads_summary(cfg), cfg.enc_layers, cfg.dec_layers, memory,
+             opt.threads, kernel);
 
   TrainSummary s = train_seq2seq(model, dropout_gen, loader, valid_set, opt, tr.hooks());
   if (s.trained > 0)
     fmt::print("done: {} steps in {} ({:.1f} s), final loss {:.4f}\n", s.steps, cli::format_duration(s.seconds),
                s.seconds, s.final_loss);
   fmt::print("valid ({} sentences): {}\n", s.last_eval.examples, metrics_line(s.last_eval));
+  if (average_last > 0) {
+    const std::string path = average_checkpoints(opt.checkpoint_dir, average_last);
+    model.load_state_dict(load_checkpoint(path, false).model);
+    fmt::print("averaged the last {} checkpoints into {}\n", average_last, path);
+  }
   EvalOptions eo;
   eo.max_examples = test_set.size();
+  eo.beam = beam;
+  eo.length_penalty = alpha;
   EvalResult test = evaluate(model, test_set, eo);
-  tr.add_metrics(test);
-  fmt::print("test ({} sentences): {}\n", test.examples, metrics_line(test));
+  tr.add_metrics(test, corpus.task.is_text() ? &corpus.test.targets : nullptr);
+  fmt::print("test ({} sentences, {}): {}\n", test.examples,
+             beam > 1 ? fmt::format("beam {}, length penalty {}", beam, alpha) : std::string("greedy"), metrics_line(test));
   if (opt.samples > 0) {
     fmt::print("sample translations (test):\n");
     show_samples(tr, test, opt.samples, false);
+  }
+  return 0;
+}
+
+// Writes the corpus's parts as TSV (a "#src\ttgt" header, then source<TAB>target
+// rows) and the manifest, for another program (the PyTorch twin) to read the same pairs.
+int prepare(const cxxopts::ParseResult& r) {
+  const std::string out = r["out"].as<std::string>();
+  if (out.empty()) fail<ValueError>("flags", "prepare needs --out DIR, where the splits go");
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  check_dir_writable(out, "out");
+  const Corpus c = read_corpus(r, true);
+  const auto write_part = [&](const ParallelText& p, const std::string& name) {
+    std::string tsv = fmt::format("#{}\t{}\n", c.task.source, c.task.lang);
+    for (int64_t i = 0; i < p.size(); ++i) {
+      const std::string& a = p.sources[static_cast<size_t>(i)];
+      const std::string& b = p.targets[static_cast<size_t>(i)];
+      if (a.find_first_of("\t\n\r") != std::string::npos || b.find_first_of("\t\n\r") != std::string::npos)
+        fail<ValueError>("prepare", "{} line {} holds a tab or a line break, which a TSV row cannot", p.name,
+                         p.line_numbers[static_cast<size_t>(i)]);
+      tsv += a + "\t" + b + "\n";
+    }
+    write_file_atomic(out + "/" + name, tsv);
+    fmt::print("{}/{}: {} pairs\n", out, name, p.size());
+  };
+  write_part(c.train, "train.tsv");
+  write_part(c.valid, "valid.tsv");
+  write_part(c.test, "test.tsv");
+  if (!c.manifest.empty()) {
+    write_file_atomic(out + "/manifest.txt", c.manifest);
+    fmt::print("{}", c.manifest);
   }
   return 0;
 }
@@ -182,6 +461,24 @@ DecodeOptions decode_options(const cxxopts::ParseResult& r, const Seq2SeqTransfo
   return d;
 }
 
+// The split eval scores: a file of pairs (a path), or a part of the corpus the
+// flags name, which must be the checkpoint's kind (numbers or text) and languages.
+ParallelText eval_split(const cxxopts::ParseResult& r, const TranslationTask& task, const std::string& split) {
+  const bool is_path = split.find('/') != std::string::npos || split.ends_with(".tsv");
+  if (!task.is_text()) return read_split(r["data"].as<std::string>(), split, task.lang);
+  if (is_path) return read_tsv_pairs(split);
+  if (split != "train" && split != "valid" && split != "test")
+    fail<ValueError>("flags", "--split {} is not train, valid, test or a path to a TSV file of pairs", split);
+  if (r["corpus"].as<std::string>() == kNumbers)
+    fail<ValueError>("flags", "the checkpoint translates {} -> {} text; hint: name its corpus with --corpus (gettext or "
+                     "a directory) and the same --tgt", task.source, task.lang);
+  Corpus c = read_corpus(r, task.joint());
+  if (c.task.source != task.source || c.task.lang != task.lang)
+    fail<ValueError>("flags", "the corpus is {} -> {}, the checkpoint translates {} -> {}", c.task.source, c.task.lang,
+                     task.source, task.lang);
+  return split == "train" ? c.train : split == "valid" ? c.valid : c.test;
+}
+
 int eval(const cxxopts::ParseResult& r) {
   configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   const int64_t n = cli::flag_in_range<int64_t>(r, "eval-size", 1, 1'000'000'000);
@@ -191,7 +488,7 @@ int eval(const cxxopts::ParseResult& r) {
   const int64_t max_len = cli::flag_in_range<int64_t>(r, "max-len", 0, 1 << 16);
   TrainedTranslator l = load_translator(r["checkpoint"].as<std::string>());
   const std::string split = r["split"].as<std::string>();
-  const ParallelText text = read_split(r["data"].as<std::string>(), split, l.tr.task.lang);
+  const ParallelText text = eval_split(r, l.tr.task, split);
   if (text.size() == 0) fail<ValueError>("eval", "{} has no sentence pairs", text.name);
   const VectorDataset data = l.tr.encode(text);
   for (const Example& e : data.examples())
@@ -204,8 +501,8 @@ int eval(const cxxopts::ParseResult& r) {
   eo.length_penalty = alpha;
   eo.max_decode_len = max_len > 0 ? decode_options(r, *l.model).max_len : 0;
   EvalResult e = evaluate(*l.model, data, eo);
-  l.tr.add_metrics(e);
-  fmt::print("{} ({} sentences, en -> {}, {}): {}\n", split, e.examples, l.tr.task.lang,
+  l.tr.add_metrics(e, l.tr.task.is_text() ? &text.targets : nullptr);
+  fmt::print("{} ({} sentences, {} -> {}, {}): {}\n", split, e.examples, l.tr.task.source, l.tr.task.lang,
              beam > 1 ? fmt::format("beam {}, length penalty {}", beam, alpha) : std::string("greedy"), metrics_line(e));
   if (samples > 0 && e.exact_match < 1) {
     fmt::print("wrong translations:\n");
@@ -316,18 +613,47 @@ int translate(const cxxopts::ParseResult& r, const std::vector<std::string>& sen
   return 0;
 }
 
+// One sentence per line; a TSV of pairs gives its targets.
+std::vector<std::string> sentences_of(const std::string& path, const char* flag) {
+  if (path.empty()) fail<ValueError>("flags", "score needs --{} FILE", flag);
+  if (path.ends_with(".tsv")) return read_tsv_pairs(path).targets;
+  std::string bytes = read_file_bytes(path, text_input_limit());
+  if (bytes.ends_with('\n')) bytes.pop_back();
+  std::vector<std::string> lines = split_lines(bytes);
+  for (size_t i = 0; i < lines.size(); ++i)
+    for (size_t pos = 0; pos < lines[i].size();) pos += utf8_char_length(lines[i], pos, "score");
+  return lines;
+}
+
+int score(const cxxopts::ParseResult& r) {
+  const std::vector<std::string> hyp = sentences_of(r["hyp"].as<std::string>(), "hyp");
+  const std::vector<std::string> ref = sentences_of(r["ref"].as<std::string>(), "ref");
+  if (hyp.size() != ref.size())
+    fail<ValueError>("score", "{} hypotheses for {} references; hint: one line per sentence, in the references' order",
+                     hyp.size(), ref.size());
+  const BleuScore b = corpus_bleu_13a(hyp, ref);
+  fmt::print("{} sentences: BLEU {:.2f} ({:.1f}/{:.1f}/{:.1f}/{:.1f}, BP {:.3f}, {}/{} tokens)  chrF {:.2f}\n", hyp.size(),
+             b.score, b.precisions[0], b.precisions[1], b.precisions[2], b.precisions[3], b.brevity_penalty, b.hyp_len,
+             b.ref_len, corpus_chrf(hyp, ref));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return cli::guarded_main("translate", [&] {
-    const auto parsed = cli::parse_mode_and_flags(argc, argv, {"train", "eval", "translate"},
-                                                   "train, eval or translate", make_options);
+    const bool text = wants_text_corpus(argc, argv);
+    const auto parsed = cli::parse_mode_and_flags(
+        argc, argv, {"train", "eval", "translate", "prepare", "score"}, "train, eval, translate, prepare or score",
+        [text](const std::string& mode) { return make_options(mode, text); });
     if (!parsed) return 0;
     const auto& [mode, result, inputs] = *parsed;
     if (mode != "translate" && !inputs.empty())
       fail<ValueError>("flags", "unexpected argument '{}' for mode {}", inputs[0], mode);
     if (mode == "train") return train(result);
     if (mode == "eval") return eval(result);
+    if (mode == "prepare") return prepare(result);
+    if (mode == "score") return score(result);
     return translate(result, inputs);
   });
 }
