@@ -62,23 +62,23 @@ std::vector<std::string> split_nul(std::string_view s) {
   }
 }
 
-// The message of original string i and its translation.
+// The message of original string i and its translation. The context is
+// looked for in the singular only: a \x04 after the NUL is part of the plural.
 MoEntry make_entry(std::string_view original, std::string_view translation, uint32_t i, std::string_view name) {
   MoEntry e;
-  if (const size_t eot = original.find('\x04'); eot != std::string_view::npos) {
-    e.context = original.substr(0, eot);
-    original.remove_prefix(eot + 1);
-  }
-  const size_t nul = original.find('\0');
-  if (nul == std::string_view::npos) {
-    e.msgid = original;
-  } else {
+  std::string_view singular = original;
+  if (const size_t nul = original.find('\0'); nul != std::string_view::npos) {
     if (original.find('\0', nul + 1) != std::string_view::npos)
       fail<IOError>("mo", "{}: original string {} holds more than two NUL-separated parts; a message has a singular "
                     "and at most one plural", name, i);
-    e.msgid = original.substr(0, nul);
+    singular = original.substr(0, nul);
     e.msgid_plural = original.substr(nul + 1);
   }
+  if (const size_t eot = singular.find('\x04'); eot != std::string_view::npos) {
+    e.context = singular.substr(0, eot);
+    singular.remove_prefix(eot + 1);
+  }
+  e.msgid = singular;
   e.msgstr = split_nul(translation);
   return e;
 }

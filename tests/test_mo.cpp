@@ -100,6 +100,21 @@ TEST(Mo, ReadsMessagesContextsPluralsAndTheHeaderInBothByteOrders) {
   }
 }
 
+// The context separator is looked for before the plural only (the fuzzer's
+// fuzz/regressions/mo/plural-holds-context-separator.mo: a 0x04 in a plural
+// once made a context holding a NUL).
+TEST(Mo, ContextIsInTheSingularOnly) {
+  using namespace std::string_literals;
+  const MoCatalog c = parse_mo(build_mo({{"one file\0many\x04files"s, "a\0b"s}, {"ctx\x04one\0two"s, "x\0y"s}}));
+  ASSERT_EQ(c.entries.size(), 2u);
+  EXPECT_EQ(c.entries[0].context, "");
+  EXPECT_EQ(c.entries[0].msgid, "one file");
+  EXPECT_EQ(c.entries[0].msgid_plural, "many\x04files");
+  EXPECT_EQ(c.entries[1].context, "ctx");
+  EXPECT_EQ(c.entries[1].msgid, "one");
+  EXPECT_EQ(c.entries[1].msgid_plural, "two");
+}
+
 TEST(Mo, HeaderCharsetAsWrittenOrEmpty) {
   const auto charset = [](const Messages& m) { return parse_mo(build_mo(m)).charset; };
   EXPECT_EQ(charset({{"", "Project-Id-Version: x\nContent-Type: text/plain; charset=ISO-8859-1\n"}}), "ISO-8859-1");
