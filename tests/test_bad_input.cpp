@@ -130,7 +130,7 @@ TEST_F(BadInput, CopyTaskFlagsAndFilesGetExitCode2AndOneClearLine) {
       {"negative eval-size", {"eval", "--checkpoint", ck, "--eval-size", "-5"}, "--eval-size must be in"},
       {"empty mode", {""}, "unknown mode ''"},
       {"mode in capitals", {"TRAIN"}, "unknown mode 'TRAIN'"},
-      {"unknown schedule", {"train", "--schedule", "bogus"}, "--schedule must be constant, warmup, cosine, noam or step"},
+      {"unknown schedule", {"train", "--schedule", "bogus"}, "--schedule must be constant, warmup, cosine, noam, inverse-sqrt or step"},
       // files
       {"empty checkpoint file", {"eval", "--checkpoint", empty}, "the file is 0 bytes"},
       {"binary garbage checkpoint", {"eval", "--checkpoint", junk}, junk},

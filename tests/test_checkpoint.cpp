@@ -765,7 +765,7 @@ TEST(Resume, AnUnknownOptimizerOrScheduleNamesTheTable) {
   o.optimizer = "adamw";
   o.schedule = "linear";
   EXPECT_NE(error_message<ValueError>([&] { tiny_run(o); })
-                .find("--schedule must be constant, warmup, cosine, noam or step, got 'linear'"),
+                .find("--schedule must be constant, warmup, cosine, noam, inverse-sqrt or step, got 'linear'"),
             std::string::npos);
 }
 

@@ -106,7 +106,7 @@ TEST_F(LMProgram, BadInputIsOneLineAndExitCode2) {
   expect_one_line_error(run(tiny_train(dir / "missing.txt", {})), "lm", "missing.txt");
   expect_one_line_error(run(tiny_train(dir / "text.txt", {"--vocab-size", "500"})), "lm", "distinct characters");
   expect_one_line_error(run(tiny_train(dir / "text.txt", {"--tokenizer", "bpe", "--vocab-size", "5000"})), "lm",
-                        "smaller --vocab-size");
+                        "--vocab-size must hold");
   write_text(dir / "short.txt", "tiny text\n");
   expect_one_line_error(run(tiny_train(dir / "short.txt", {})), "lm", "shorter --context");
   const std::string ck = dir / "ck";

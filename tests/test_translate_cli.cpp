@@ -249,7 +249,7 @@ TEST_F(TranslateProgram, BadInputGetsOneLineAndExitCode2) {
     std::string input, phrase;
   };
   const std::vector<Case> cases = {
-      {"unknown mode", {"transl"}, "", "unknown mode 'transl'; expected train, eval or translate"},
+      {"unknown mode", {"transl"}, "", "unknown mode 'transl'; expected train, eval, translate, prepare or score"},
       {"unknown language", {"train", "--lang", "it"}, "", "unknown target language 'it'; expected fr, de or es"},
       {"missing corpus", {"train", "--data", dir_ + "/nowhere"}, "", "train.tsv does not exist"},
       {"malformed corpus", {"train", "--data", bad_data}, "", "train.tsv:2: expected 3 tab-separated fields, found 2"},

@@ -410,8 +410,8 @@ int train(const cxxopts::ParseResult& r) {
   eo.length_penalty = alpha;
   EvalResult test = evaluate(model, test_set, eo);
   tr.add_metrics(test, corpus.task.is_text() ? &corpus.test.targets : nullptr);
-  fmt::print("test ({} sentences, {}): {}\n", test.examples,
-             beam > 1 ? fmt::format("beam {}, length penalty {}", beam, alpha) : std::string("greedy"), metrics_line(test));
+  fmt::print("test ({} sentences{}): {}\n", test.examples,
+             beam > 1 ? fmt::format(", beam {}, length penalty {}", beam, alpha) : std::string(), metrics_line(test));
   if (opt.samples > 0) {
     fmt::print("sample translations (test):\n");
     show_samples(tr, test, opt.samples, false);
