@@ -33,9 +33,12 @@
 
 #include <attograd/data/bleu.h>
 #include <attograd/data/copy_task.h>
+#include <attograd/data/corpus.h>
 #include <attograd/data/dataset.h>
+#include <attograd/data/gettext_corpus.h>
 #include <attograd/data/loader.h>
 #include <attograd/data/lm_tokenizer.h>
+#include <attograd/data/mo.h>
 #include <attograd/data/number_words.h>
 #include <attograd/data/parallel.h>
 #include <attograd/data/sentencepiece.h>

@@ -14,6 +14,7 @@
 
 #include <attograd/autograd/error.h>
 #include <attograd/autograd/io/safetensors.h>
+#include <attograd/data/corpus.h>
 #include <attograd/data/tsv.h>
 #include <attograd/data/vocab.h>
 #include "examples/common/checkpoint.h"
@@ -90,6 +91,32 @@ inline void tsv(std::string_view text) {
     require(row.size() == 2, "2 fields per row");
     for (const std::string& f : row)
       require(!f.empty() && f.find_first_of("\t\r\n") == std::string::npos, "fields are non-empty, on one line");
+  }
+}
+
+// Parallel corpora (data/corpus.h): the bytes as a TSV of pairs, and cut at
+// their first NUL into two aligned files. Whatever parses is one line number
+// per pair, and each sentence non-empty, on one line, valid UTF-8, and no
+// longer than the line limit.
+inline void pairs(std::string_view bytes) {
+  const auto check = [](const ParallelText& p) {
+    require(p.sources.size() == p.targets.size() && p.targets.size() == p.line_numbers.size(), "one line per pair");
+    for (const auto* side : {&p.sources, &p.targets})
+      for (const std::string& s : *side) {
+        require(!s.empty() && s.find_first_of("\t\r\n") == std::string::npos, "sentences non-empty, on one line");
+        require(static_cast<int64_t>(s.size()) <= kCorpusLineLimit, "sentences within the line limit");
+        for (size_t i = 0; i < s.size();) i += utf8_char_length(s, i, "fuzz");  // throws (escapes) if invalid
+      }
+  };
+  try {
+    check(parse_tsv_pairs(bytes, "fuzz"));
+  } catch (const IOError&) {
+  }
+  const size_t cut = bytes.find('\0');
+  if (cut == std::string_view::npos) return;
+  try {
+    check(parse_aligned_texts(bytes.substr(0, cut), bytes.substr(cut + 1), "fuzz.src", "fuzz.tgt"));
+  } catch (const IOError&) {
   }
 }
 

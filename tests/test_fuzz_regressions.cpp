@@ -44,7 +44,7 @@ struct Target {
 };
 constexpr Target kTargets[] = {
     {"safetensors", fuzz::safetensors}, {"vocab", fuzz::vocab},           {"tsv", fuzz::tsv},
-    {"checkpoint", fuzz::checkpoint},   {"model", fuzz::model}};
+    {"checkpoint", fuzz::checkpoint},   {"model", fuzz::model},           {"pairs", fuzz::pairs}};
 
 TEST(FuzzRegressions, SeedCorporaPass) {
   for (const Target& t : kTargets) {

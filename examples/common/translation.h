@@ -48,7 +48,7 @@ struct TranslationTask {
 // How a text task's subword vocabularies are trained on its training split.
 struct SubwordOptions {
   std::string kind = "unigram";  // SentencePiece model type: unigram or bpe
-  int64_t vocab_size = 8000;     // pieces per model (specials included)
+  int64_t vocab_size = 2000;     // pieces per model (specials included)
   bool joint = true;             // one model over sources and targets, or one per side
 };
 

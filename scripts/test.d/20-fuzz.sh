@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz the loaders for a bounded time: builds the libFuzzer targets of fuzz/
 # with clang (ASan+UBSan) in build-fuzz/, then runs each one for
-# FUZZ_SECONDS (default 25) from its committed seeds (fuzz/corpus/<target>/,
+# FUZZ_SECONDS (default 15) from its committed seeds (fuzz/corpus/<target>/,
 # copied: the repository is not modified), each input under 10 s, 2 GB of
 # RSS and 512 MB in one allocation (past those libFuzzer reports it).
 # Prints executions, coverage and crashes per target. A crash fails the run
@@ -13,8 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 shift || true
 targets=("$@")
-(( ${#targets[@]} )) || targets=(safetensors vocab tsv mo checkpoint model)
-seconds=${FUZZ_SECONDS:-25}
+(( ${#targets[@]} )) || targets=(safetensors vocab tsv pairs mo checkpoint model)
+seconds=${FUZZ_SECONDS:-15}
 command -v clang++ > /dev/null || { echo "fuzz: clang++ not found (scripts/setup installs clang)" >&2; exit 1; }
 
 mkdir -p build-fuzz
