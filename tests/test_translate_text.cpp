@@ -166,6 +166,30 @@ TEST_F(TranslateText, AlignedFilesWithSeparateVocabulariesAndPrepareScore) {
   expect_refused({"score", "--hyp", dir_ + "/short.txt", "--ref", dir_ + "/prep/test.tsv"}, "1 hypotheses for 20");
 }
 
+TEST_F(TranslateText, ResumingIsExactWithTokenBatchesAndTheSavedSubwords) {
+  // 12 steps straight vs 6 + resume to 12, with dropout and token batches: the same final model file, byte for
+  // byte but for its run id. The resumed run reads its subword model from the directory (not retrained).
+  const std::vector<std::string> flags = {"train", "--corpus", tsv_dir_, "--tgt", "fr", "--valid-size", "10",
+                                          "--test-size", "10", "--dropout", "0.1", "--vocab-size", "50",
+                                          "--eval-every", "0", "--eval-size", "8", "--samples", "0"};
+  const std::string whole = dir_ + "/whole", split = dir_ + "/split";
+  ASSERT_EQ(run(flags + kTiny + std::vector<std::string>{"--steps", "12", "--checkpoint-dir", whole}).code, 0);
+  ASSERT_EQ(run(flags + kTiny + std::vector<std::string>{"--steps", "12", "--stop-after", "6", "--checkpoint-dir",
+                                                          split}).code, 0);
+  const ProgramOutcome r = run(flags + kTiny + std::vector<std::string>{"--steps", "12", "--resume",
+                                                                         "--checkpoint-dir", split});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string a = attograd::testing::without_run_id(whole + "/step-00000012.model.safetensors");
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == attograd::testing::without_run_id(split + "/step-00000012.model.safetensors"));
+  // Another token budget makes other batches: resuming with it is refused, naming both.
+  const ProgramOutcome other = run(flags + kTiny + std::vector<std::string>{"--steps", "14", "--resume",
+                                                                             "--checkpoint-dir", split, "--max-tokens",
+                                                                             "300"});
+  EXPECT_EQ(other.code, 2);
+  EXPECT_NE(other.err.find("--max-tokens"), std::string::npos) << other.err;
+}
+
 TEST_F(TranslateText, BadInputIsOneLineAndExitTwoWithNothingWritten) {
   const std::string ck = dir_ + "/never";
   const auto train = [&](const std::string& corpus, std::vector<std::string> extra = {}) {
