@@ -112,6 +112,9 @@ SentencePieceTokenizer SentencePieceTokenizer::train(std::string_view text, cons
       {"minloglevel", "2"},
   };
   LineIterator lines(text);
+  // Past input_sentence_size lines the trainer samples them; a fixed seed makes
+  // that sample, and so the model, the same in every process and run.
+  sentencepiece::SetRandomGeneratorSeed(1);
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model);
   if (!status.ok())

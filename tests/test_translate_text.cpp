@@ -169,21 +169,28 @@ TEST_F(TranslateText, AlignedFilesWithSeparateVocabulariesAndPrepareScore) {
 TEST_F(TranslateText, ResumingIsExactWithTokenBatchesAndTheSavedSubwords) {
   // 12 steps straight vs 6 + resume to 12, with dropout and token batches: the same final model file, byte for
   // byte but for its run id. The resumed run reads its subword model from the directory (not retrained).
-  const std::vector<std::string> flags = {"train", "--corpus", tsv_dir_, "--tgt", "fr", "--valid-size", "10",
+  const std::vector<std::string> flags = {"--corpus", tsv_dir_, "--tgt", "fr", "--valid-size", "10",
                                           "--test-size", "10", "--dropout", "0.1", "--vocab-size", "50",
                                           "--eval-every", "0", "--eval-size", "8", "--samples", "0"};
   const std::string whole = dir_ + "/whole", split = dir_ + "/split";
-  ASSERT_EQ(run(flags + kTiny + std::vector<std::string>{"--steps", "12", "--checkpoint-dir", whole}).code, 0);
-  ASSERT_EQ(run(flags + kTiny + std::vector<std::string>{"--steps", "12", "--stop-after", "6", "--checkpoint-dir",
+  // kTiny before flags: its --dropout 0 is overridden by the 0.1 in flags (the last value counts).
+  ASSERT_EQ(run(std::vector<std::string>{"train"} + kTiny + flags + std::vector<std::string>{"--steps", "12", "--checkpoint-dir", whole}).code, 0);
+  ASSERT_EQ(run(std::vector<std::string>{"train"} + kTiny + flags + std::vector<std::string>{"--steps", "12", "--stop-after", "6", "--checkpoint-dir",
                                                           split}).code, 0);
-  const ProgramOutcome r = run(flags + kTiny + std::vector<std::string>{"--steps", "12", "--resume",
+  // Resuming with another vocabulary size is refused, naming the saved one: the run keeps its subword model.
+  const ProgramOutcome other_vocab = run(std::vector<std::string>{"train"} + kTiny + flags + std::vector<std::string>{"--steps", "12", "--resume",
+                                                                                   "--checkpoint-dir", split,
+                                                                                   "--vocab-size", "40"});
+  EXPECT_EQ(other_vocab.code, 2);
+  EXPECT_NE(other_vocab.err.find("--vocab-size 50"), std::string::npos) << other_vocab.err;
+  const ProgramOutcome r = run(std::vector<std::string>{"train"} + kTiny + flags + std::vector<std::string>{"--steps", "12", "--resume",
                                                                          "--checkpoint-dir", split});
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string a = attograd::testing::without_run_id(whole + "/step-00000012.model.safetensors");
   ASSERT_FALSE(a.empty());
   EXPECT_TRUE(a == attograd::testing::without_run_id(split + "/step-00000012.model.safetensors"));
   // Another token budget makes other batches: resuming with it is refused, naming both.
-  const ProgramOutcome other = run(flags + kTiny + std::vector<std::string>{"--steps", "14", "--resume",
+  const ProgramOutcome other = run(std::vector<std::string>{"train"} + kTiny + flags + std::vector<std::string>{"--steps", "14", "--resume",
                                                                              "--checkpoint-dir", split, "--max-tokens",
                                                                              "300"});
   EXPECT_EQ(other.code, 2);
@@ -220,13 +227,21 @@ TEST_F(TranslateText, BadInputIsOneLineAndExitTwoWithNothingWritten) {
   write_text(locale + "/coreutils.mo", "msgid \"hello\"\nmsgstr \"bonjour\"\n");
   expect_refused({"train", "--corpus", "gettext", "--tgt", "fr", "--locale-dir", dir_ + "/locale", "--checkpoint-dir",
                   ck}, "coreutils.mo");
+  // A test sentence too long for --max-len is found before the directory is claimed or a subword model written.
+  const std::string long_test = corpus_dir("longtest", "train.tsv", read_text(tsv_dir_ + "/train.tsv"));
+  write_text(long_test + "/test.tsv", "#en\tfr\nThe red cat sleeps and the black dog eats and the old horse runs "
+             "and the green bird sings and the quiet wolf waits.\tLe chat.\n");
+  expect_refused(train(long_test, {"--vocab-size", "60"}), "needs --max-len");
+  // --average-last more checkpoints than the run writes is refused before training.
+  expect_refused(train(tsv_dir_, {"--average-last", "3", "--eval-every", "0"}), "--average-last 3 needs 3 checkpoints");
   // Flags that do not fit a text corpus.
   expect_refused({"train", "--corpus", tsv_dir_}, "--tgt");
   expect_refused({"train", "--corpus", tsv_dir_, "--tgt", "f/r"}, "not a language name");
   expect_refused({"train", "--corpus", "gettext", "--src", "de", "--tgt", "fr"}, "--src must be en");
   expect_refused(train(tsv_dir_, {"--subword", "words"}), "--subword");
-  // Nothing half-written: no checkpoint, no subword model.
+  // Nothing half-written: no checkpoint, no subword model, no run record.
   EXPECT_FALSE(fs::exists(ck + "/sentencepiece.model"));
+  EXPECT_FALSE(fs::exists(ck + "/run.json"));
   if (fs::exists(ck)) {
     for (const auto& entry : fs::directory_iterator(ck))
       EXPECT_FALSE(entry.path().filename().string().ends_with(".safetensors")) << entry.path();
@@ -248,6 +263,14 @@ TEST_F(TranslateText, GettextCorpusTrainsAndTranslates) {
   const ProgramOutcome a = run({"translate", "--checkpoint", ck, "Permission denied"});
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(lines_of(a.out).size(), 1u) << a.out;
+  // Korean too: its catalogs are in the same packages; the test part is the same English sentences.
+  const ProgramOutcome ko = run(std::vector<std::string>{"train", "--corpus", "gettext", "--tgt", "ko", "--steps", "5",
+                                                         "--eval-every", "0", "--test-size", "20", "--beam", "1",
+                                                         "--samples", "0", "--vocab-size", "1500"} + kTiny +
+                                std::vector<std::string>{"--max-len", "128"});
+  ASSERT_EQ(ko.code, 0) << ko.out << ko.err;
+  EXPECT_NE(ko.out.find("en -> ko"), std::string::npos) << ko.out;
+  EXPECT_GE(metric(ko.out, "test (20 sentences", "chrF"), 0) << ko.out;
 }
 
 }  // namespace

@@ -109,6 +109,21 @@ def train_rows(runs):
     return rows
 
 
+def translate_rows(runs, skipped):
+    """Real sentences (tools/bench_translate.py): translate train against its stock torch.nn.Transformer twin."""
+    if "translate" in skipped:
+        return [("translate (gettext en->fr, real sentences)", f"skipped: {skipped['translate']}", "", "", "")]
+    ko, ours = best(runs, "attograd", "train", "translate", max, "tok_s")
+    kp, theirs = best(runs, "pytorch", "train", "translate", max, "tok_s")
+    if not ours or not theirs:
+        return []
+    return [(f"translate (gettext en->fr, d_model 128, 2+2 layers): train tok/s (ours {setting(ko)}; PyTorch "
+             f"{setting(kp)})", fmt_num(med(ours, "tok_s")), fmt_num(med(theirs, "tok_s")),
+             f"{ratio(ours, theirs, 'tok_s'):.2f}x", "> 1x"),
+            ("translate: peak RSS MB", f"{med(ours, 'peak_rss_mb'):.0f}", f"{med(theirs, 'peak_rss_mb'):.0f}",
+             f"{ratio(ours, theirs, 'peak_rss_mb'):.2f}x", "")]
+
+
 def dp_rows(runs, skipped):
     if "dp" in skipped:
         return [("data-parallel, 2 procs × 1 thread", f"skipped: {skipped['dp']}", "", "", "")]
@@ -176,7 +191,8 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: bench_table.py LINES_FILE")
     runs, machine, skipped = parse(sys.argv[1])
-    rows = train_rows(runs) + dp_rows(runs, skipped) + decode_rows(runs) + machine_rows(runs, machine)
+    rows = (train_rows(runs) + translate_rows(runs, skipped) + dp_rows(runs, skipped) + decode_rows(runs)
+            + machine_rows(runs, machine))
     rounds = max((len(v) for v in runs.values()), default=0)
     head = ("", "attograd", "PyTorch", f"ratio (median of {rounds} rounds)", "target")
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(5)]

@@ -4,7 +4,7 @@ the reference that attograd's test BLEU and training tokens/s are held to
 (issue 33, "Checked against PyTorch").
 
     /usr/bin/python3 tools/translate_torch.py --data DIR --spm-src A.model --spm-tgt B.model \
-        --hyp-out test.hyp [--steps 3000 --max-tokens 4096 --beam 4 --threads 2 ...]
+        --hyp-out test.hyp [--steps 1500 --max-tokens 4096 --beam 4 --threads 2 ...]
 
 It writes the detokenized test hypotheses; `translate score` scores them and
 attograd's own with one BLEU/chrF implementation. The defaults are `translate
@@ -335,21 +335,21 @@ def parse_args():
     p.add_argument("--hyp-out", required=True, help="test hypotheses, one per line (--beam's, or greedy's)")
     p.add_argument("--greedy-out", default="", help="also write greedy's test hypotheses here")
     # translate's text_model() and text_training() (examples/translate/main.cpp), the rest TrainOptions'
-    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--d-ff", type=int, default=1024)
-    p.add_argument("--enc-layers", type=int, default=3)
-    p.add_argument("--dec-layers", type=int, default=3)
+    p.add_argument("--d-ff", type=int, default=512)
+    p.add_argument("--enc-layers", type=int, default=2)
+    p.add_argument("--dec-layers", type=int, default=2)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--max-len", type=int, default=128, help="positional table size; a pair needs max tokens + 2")
     p.add_argument("--optimizer", choices=["adamw", "adam", "sgd"], default="adamw")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak lr (noam: its factor)")
+    p.add_argument("--lr", type=float, default=2e-3, help="peak lr (noam: its factor)")
     p.add_argument("--min-lr", type=float, default=1e-5, help="cosine floor")
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--schedule", choices=["constant", "warmup", "cosine", "noam", "inverse-sqrt", "step"],
                    default="inverse-sqrt")
-    p.add_argument("--warmup", type=int, default=400)
-    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--warmup", type=int, default=300)
+    p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--max-tokens", type=int, default=4096, help="rows x longest row per batch")
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--clip", type=float, default=1.0, help="max gradient norm (0: off)")
@@ -363,6 +363,7 @@ def parse_args():
     p.add_argument("--max-decode-len", type=int, default=0,
                    help="most output tokens (0: the batch's longest reference + 8, below --max-len, as translate)")
     p.add_argument("--decode-batch", type=int, default=128, help="test sentences per decode batch (EvalOptions')")
+    p.add_argument("--mkldnn", choices=["on", "off"], default="on", help="PyTorch's oneDNN kernels (bench: the faster)")
     a = p.parse_args()
     if a.schedule == "cosine" and not (a.warmup < a.steps and a.min_lr <= a.lr):
         p.error("cosine needs --warmup < --steps and --min-lr <= --lr")
@@ -417,6 +418,7 @@ def main():
     t0 = time.perf_counter()
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
+    torch.backends.mkldnn.enabled = a.mkldnn == "on"
     torch.manual_seed(a.seed)
     warnings.filterwarnings("ignore", message=".*enable_nested_tensor.*")
     src_sp, tgt_sp = Subwords(a.spm_src), Subwords(a.spm_tgt)

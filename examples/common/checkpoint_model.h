@@ -24,7 +24,7 @@ std::unique_ptr<Seq2SeqTransformer> seq2seq_from_checkpoint(const Checkpoint& c)
 // keeps an exponential average instead), written to dir/average.model.safetensors
 // with the newest one's metadata, so every program loads it as a checkpoint.
 // Returns its path. ValueError for last < 2 or fewer checkpoints than that;
-// IOError when their tensors differ in names, shapes or dtypes.
+// IOError when their tensors differ in names or shapes (the average keeps the newest one's dtypes).
 std::string average_checkpoints(const std::string& dir, int64_t last);
 
 }  // namespace attograd

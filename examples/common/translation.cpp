@@ -23,11 +23,11 @@ constexpr const char* kSubwordTokenizer = "sentencepiece";
 // A language name as it goes into file names and messages: letters, digits, '-' and '_', 1 to 16 of them.
 void check_language(const std::string& name, const char* flag) {
   const bool ok = !name.empty() && name.size() <= 16 && std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '@';
   });
   if (!ok)
-    fail<ValueError>("flags", "{} {:?} is not a language name; expected 1 to 16 letters, digits, '-' or '_' "
-                     "(e.g. fr, pt_BR)", flag, name);
+    fail<ValueError>("flags", "{} {:?} is not a language name; expected 1 to 16 letters, digits, '-', '_' or '@' "
+                     "(e.g. fr, pt_BR, sr@latin)", flag, name);
 }
 
 uint32_t crc32_of(std::string_view bytes) {
@@ -70,6 +70,11 @@ nlohmann::json TranslationTask::to_json() const {
     j["src_model_crc32"] = src_model_crc;
     j["tgt_model_crc32"] = tgt_model_crc;
     j["subword"] = subword_kind;
+    j["corpus_name"] = corpus_name;
+    j["valid_size"] = valid_size;
+    j["test_size"] = test_size;
+    j["split_seed"] = split_seed;
+    j["train_crc32"] = train_crc;
   }
   return j;
 }
@@ -92,6 +97,14 @@ TranslationTask TranslationTask::from_json(const nlohmann::json& j, const std::s
       t.src_model_crc = j.at("src_model_crc32").get<uint32_t>();
       t.tgt_model_crc = j.at("tgt_model_crc32").get<uint32_t>();
       t.subword_kind = j.at("subword").get<std::string>();
+      t.corpus_name = j.at("corpus_name").get<std::string>();
+      t.valid_size = j.at("valid_size").get<int64_t>();
+      t.test_size = j.at("test_size").get<int64_t>();
+      t.split_seed = j.at("split_seed").get<uint64_t>();
+      t.train_crc = j.at("train_crc32").get<uint32_t>();
+      if (t.valid_size < 1 || t.test_size < 1)
+        fail<IOError>("checkpoint", "{}: split sizes {} and {} in the task metadata are not positive", file,
+                      t.valid_size, t.test_size);
       if (t.subword_kind != "unigram" && t.subword_kind != "bpe")
         fail<IOError>("checkpoint", "{}: unknown subword model type '{}'", file, t.subword_kind);
       for (const std::string* name : {&t.src_model, &t.tgt_model})
@@ -254,12 +267,12 @@ void Translator::add_metrics(EvalResult& e, const std::vector<std::string>* refe
   e.extra.emplace_back("chrf", corpus_chrf(hyp_text, ref_text));
 }
 
-TaskHooks Translator::hooks() const {
+TaskHooks Translator::hooks(const std::vector<std::string>* references) const {
   TaskHooks h;
   h.task = task.to_json();
   h.src_vocab = &src_vocab;
   h.tgt_vocab = &tgt_vocab;
-  h.add_metrics = [this](EvalResult& e) { add_metrics(e); };
+  h.add_metrics = [this, references](EvalResult& e) { add_metrics(e, references); };
   h.show = [this](const std::vector<int64_t>& ids, bool target) { return target ? show_target(ids) : show_source(ids); };
   return h;
 }
@@ -293,6 +306,15 @@ TrainedTranslator load_translator(const std::string& checkpoint) {
     fail<IOError>("checkpoint", "{}: its vocabulary is not the one of its subword models", c.model_path);
   t.model = seq2seq_from_checkpoint(c);
   return t;
+}
+
+uint32_t pairs_crc32(const ParallelText& text) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  for (int64_t i = 0; i < text.size(); ++i)
+    for (const std::string_view part : {std::string_view(text.sources[static_cast<size_t>(i)]), std::string_view("\t"),
+                                        std::string_view(text.targets[static_cast<size_t>(i)]), std::string_view("\n")})
+      crc = ::crc32(crc, reinterpret_cast<const Bytef*>(part.data()), static_cast<uInt>(part.size()));
+  return static_cast<uint32_t>(crc);
 }
 
 int64_t longest_sequence(const std::vector<const VectorDataset*>& sets) {

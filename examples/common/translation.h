@@ -34,6 +34,13 @@ struct TranslationTask {
   std::string src_model, tgt_model;
   uint32_t src_model_crc = 0, tgt_model_crc = 0;
   std::string subword_kind;  // text: the SentencePiece model type, unigram or bpe
+  // Text: where the pairs came from (gettext or a directory), how valid and
+  // test were cut from them, and pairs_crc32 of the training part, so resume
+  // and eval can tell the same corpus from another.
+  std::string corpus_name;
+  int64_t valid_size = 0, test_size = 0;
+  uint64_t split_seed = 0;
+  uint32_t train_crc = 0;
 
   // The number task into `lang`; ValueError for a language other than fr, de, es.
   static TranslationTask for_language(const std::string& lang);
@@ -103,7 +110,8 @@ struct Translator {
   // the evaluated order (the first e.outputs.size() are used), or, without
   // them, the decoded reference ids.
   void add_metrics(EvalResult& e, const std::vector<std::string>* references = nullptr) const;
-  TaskHooks hooks() const;
+  // The trainer's view; `references` (or null) as add_metrics takes them, for the held-out split.
+  TaskHooks hooks(const std::vector<std::string>* references = nullptr) const;
 };
 
 // A trained model with its task and vocabularies, from a checkpoint directory
@@ -114,6 +122,9 @@ struct TrainedTranslator {
   Translator tr;
 };
 TrainedTranslator load_translator(const std::string& checkpoint);
+
+// zlib's CRC-32 of the pairs as "source\ttarget\n" lines, in order: the identity of a corpus part.
+uint32_t pairs_crc32(const ParallelText& text);
 
 // Longest source or target (tokens) over the datasets: the model's max_len must exceed it by 2 (BOS/EOS).
 int64_t longest_sequence(const std::vector<const VectorDataset*>& sets);

@@ -219,8 +219,12 @@ std::string target_flag(const cxxopts::ParseResult& r, const char* fallback) {
   return !tgt.empty() ? tgt : !lang.empty() ? lang : fallback;
 }
 
-Corpus read_corpus(const cxxopts::ParseResult& r, bool joint) {
-  const std::string corpus = r["corpus"].as<std::string>();
+// The corpus the flags name. With `saved` (eval of a text checkpoint), a corpus
+// flag not given takes the checkpoint's value, so `eval --split test` scores
+// the test part the run held out.
+Corpus read_corpus(const cxxopts::ParseResult& r, bool joint, const TranslationTask* saved = nullptr) {
+  const auto given = [&](const char* flag) { return saved == nullptr || r.count(flag) > 0; };
+  const std::string corpus = given("corpus") ? r["corpus"].as<std::string>() : saved->corpus_name;
   Corpus c;
   if (corpus == kNumbers) {
     const std::string lang = target_flag(r, "fr");
@@ -233,34 +237,36 @@ Corpus read_corpus(const cxxopts::ParseResult& r, bool joint) {
   }
   if (r.count("data"))
     fail<ValueError>("flags", "--data is the number corpus's directory; hint: give your own files as --corpus DIR");
-  const std::string tgt = target_flag(r, "");
+  const std::string tgt = saved && target_flag(r, "").empty() ? saved->lang : target_flag(r, "");
   if (tgt.empty())
     fail<ValueError>("flags", "--corpus {} needs --tgt, the target language (e.g. --tgt fr)", corpus);
-  const std::string src = r["src"].as<std::string>();
+  const std::string src = given("src") ? r["src"].as<std::string>() : saved->source;
   c.task = TranslationTask::for_text(src, tgt, joint);
-  const int64_t valid_size = cli::flag_in_range<int64_t>(r, "valid-size", 0, 10'000'000);
-  const int64_t test_size = cli::flag_in_range<int64_t>(r, "test-size", 0, 10'000'000);
-  const uint64_t seed = r["split-seed"].as<uint64_t>();
+  c.task.corpus_name = corpus;
+  c.task.valid_size = given("valid-size") ? cli::flag_in_range<int64_t>(r, "valid-size", 1, 10'000'000) : saved->valid_size;
+  c.task.test_size = given("test-size") ? cli::flag_in_range<int64_t>(r, "test-size", 1, 10'000'000) : saved->test_size;
+  c.task.split_seed = given("split-seed") ? r["split-seed"].as<uint64_t>() : saved->split_seed;
   if (corpus == kGettext) {
     if (src != "en")
       fail<ValueError>("flags", "the gettext catalogs translate from English: --src must be en, got {}", src);
     GettextCorpusOptions go;
     go.locale_root = r["locale-dir"].as<std::string>();
     go.language = tgt;
-    go.seed = seed;
-    go.valid_size = valid_size;
-    go.test_size = test_size;
+    go.seed = c.task.split_seed;
+    go.valid_size = c.task.valid_size;
+    go.test_size = c.task.test_size;
     GettextCorpus g = load_gettext_corpus(go);
     c.manifest = g.manifest_text();
     c.train = std::move(g.train);
     c.valid = std::move(g.valid);
     c.test = std::move(g.test);
-    return c;
+  } else {
+    CorpusSplits s = read_corpus_dir(corpus, src, tgt, c.task.valid_size, c.task.test_size, c.task.split_seed);
+    c.train = std::move(s.train);
+    c.valid = std::move(s.valid);
+    c.test = std::move(s.test);
   }
-  CorpusSplits s = read_corpus_dir(corpus, src, tgt, valid_size, test_size, seed);
-  c.train = std::move(s.train);
-  c.valid = std::move(s.valid);
-  c.test = std::move(s.test);
+  c.task.train_crc = pairs_crc32(c.train);
   return c;
 }
 
@@ -312,7 +318,10 @@ void check_fits(const VectorDataset& data, const ParallelText& text, int64_t max
 }
 
 // The translator: the number task's word vocabularies, a text task's subword
-// models trained on train (or, resuming, the ones in the checkpoint directory).
+// models trained on train or, resuming, the ones in the checkpoint directory
+// (which must be what the flags ask for). Resuming claims the directory here;
+// a new run claims it only once every check has passed (claim_and_save), so a
+// run refused for its data leaves the directory as it was.
 Translator make_translator(const cxxopts::ParseResult& r, Corpus& c, TrainOptions& opt) {
   if (!c.task.is_text()) return Translator::from_training_text(c.task, c.train);
   SubwordOptions so;
@@ -321,20 +330,42 @@ Translator make_translator(const cxxopts::ParseResult& r, Corpus& c, TrainOption
     fail<ValueError>("flags", "--subword must be unigram or bpe, got '{}'", so.kind);
   so.vocab_size = cli::flag_in_range<int64_t>(r, "vocab-size", 8, 1 << 20);
   so.joint = !r.count("separate-vocab");
-  // The directory is claimed before its subword models are read or written; claiming sets opt.resume to whether
-  // there is a checkpoint to continue, whose models the run keeps.
-  if (!opt.checkpoint_dir.empty()) claim_checkpoint_dir(opt);
+  if (opt.resume) claim_checkpoint_dir(opt);  // sets opt.resume to whether there is a checkpoint to continue
   if (opt.resume) {
     const Checkpoint ck = load_checkpoint(opt.checkpoint_dir, false, CheckpointReader{"translate", "translate"});
     const TranslationTask saved = TranslationTask::from_json(ck.meta.task, ck.model_path);
     if (saved.source != c.task.source || saved.lang != c.task.lang || !saved.is_text())
       fail<ValueError>("resume", "{} translates {} -> {}, the flags ask for {} -> {}", ck.model_path, saved.source,
                        saved.lang, c.task.source, c.task.lang);
-    return Translator::load_subwords(saved, opt.checkpoint_dir);
+    if (saved.train_crc != c.task.train_crc)
+      fail<ValueError>("resume", "the training split is not the one {} trained on (CRC-32 {:08x}, now {:08x}); hint: "
+                       "the same --corpus, --split-seed, --valid-size and --test-size (and, for gettext, the same "
+                       "installed catalogs)", ck.model_path, saved.train_crc, c.task.train_crc);
+    Translator tr = Translator::load_subwords(saved, opt.checkpoint_dir);
+    if (saved.subword_kind != so.kind || saved.joint() != so.joint || tr.src_model->vocab_size() != so.vocab_size)
+      fail<ValueError>("resume", "{} has {} {} subwords of {} pieces; hint: resume with --subword {} --vocab-size {}{}",
+                       ck.model_path, saved.joint() ? "joint" : "separate", saved.subword_kind,
+                       tr.src_model->vocab_size(), saved.subword_kind, tr.src_model->vocab_size(),
+                       saved.joint() ? "" : " --separate-vocab");
+    return tr;
   }
-  Translator tr = Translator::train_subwords(c.task, c.train, so);
-  if (!opt.checkpoint_dir.empty() && dist::world().rank() == 0) tr.save_subwords(opt.checkpoint_dir);
-  return tr;
+  return Translator::train_subwords(c.task, c.train, so);
+}
+
+// A new run claims its checkpoint directory and writes its subword models
+// there (rank 0 only) once nothing can refuse it any more.
+void claim_and_save(const Translator& tr, TrainOptions& opt) {
+  if (opt.checkpoint_dir.empty() || opt.run_dir) return;
+  claim_checkpoint_dir(opt);
+  if (dist::world().rank() == 0) tr.save_subwords(opt.checkpoint_dir);
+}
+
+// The checkpoints a run of opt writes from step 1: every --checkpoint-every
+// steps (else at every evaluation) and at the last step.
+int64_t checkpoints_written(const TrainOptions& opt) {
+  const int64_t every = opt.checkpoint_every > 0 ? opt.checkpoint_every : opt.eval_every;
+  if (every <= 0) return 1;
+  return opt.steps / every + (opt.steps % every != 0);
 }
 
 int train(const cxxopts::ParseResult& r) {
@@ -354,6 +385,10 @@ int train(const cxxopts::ParseResult& r) {
   if (average_last > opt.keep_last)
     fail<ValueError>("flags", "--average-last {} needs --keep-last >= {} (it keeps {})", average_last, average_last,
                      opt.keep_last);
+  if (average_last > checkpoints_written(opt))
+    fail<ValueError>("flags", "--average-last {} needs {} checkpoints, and {} steps with --eval-every {} and "
+                     "--checkpoint-every {} write {}; hint: a smaller --checkpoint-every", average_last, average_last,
+                     opt.steps, opt.eval_every, opt.checkpoint_every, checkpoints_written(opt));
   check_outputs_writable(opt);
   Corpus corpus = read_corpus(r, !r.count("separate-vocab"));
   if (!corpus.task.is_text() && !r.count("steps")) {
@@ -393,6 +428,7 @@ int train(const cxxopts::ParseResult& r) {
   lo.shuffle = true;
   lo.seed = opt.seed;
   DataLoader loader(train_set, lo);
+  claim_and_save(tr, opt);
 
   fmt::print("translate: {} -> {} ({}) | {} training pairs, vocab {} / {}, {} | model {} parameters (d_model {}, {}, "
              "{}+{} layers) | {} | {} thread(s), BLAS kernel {}\n",
@@ -405,7 +441,8 @@ int train(const cxxopts::ParseResult& r) {
              model.num_parameters(), cfg.d_model, heads_summary(cfg), cfg.enc_layers, cfg.dec_layers, memory,
              opt.threads, kernel);
 
-  TrainSummary s = train_seq2seq(model, dropout_gen, loader, valid_set, opt, tr.hooks());
+  TrainSummary s = train_seq2seq(model, dropout_gen, loader, valid_set, opt,
+                                 tr.hooks(corpus.task.is_text() ? &corpus.valid.targets : nullptr));
   if (s.trained > 0)
     fmt::print("done: {} steps in {} ({:.1f} s), final loss {:.4f}\n", s.steps, cli::format_duration(s.seconds),
                s.seconds, s.final_loss);
@@ -413,7 +450,7 @@ int train(const cxxopts::ParseResult& r) {
   if (average_last > 0) {
     const std::string path = average_checkpoints(opt.checkpoint_dir, average_last);
     model.load_state_dict(load_checkpoint(path, false).model);
-    fmt::print("averaged the last {} checkpoints into {}\n", average_last, path);
+    fmt::print("averaged the last {} checkpoints into {} (translate with --checkpoint {})\n", average_last, path, path);
   }
   EvalOptions eo;
   eo.max_examples = test_set.size();
@@ -480,13 +517,15 @@ ParallelText eval_split(const cxxopts::ParseResult& r, const TranslationTask& ta
   if (is_path) return read_tsv_pairs(split);
   if (split != "train" && split != "valid" && split != "test")
     fail<ValueError>("flags", "--split {} is not train, valid, test or a path to a TSV file of pairs", split);
-  if (r["corpus"].as<std::string>() == kNumbers)
-    fail<ValueError>("flags", "the checkpoint translates {} -> {} text; hint: name its corpus with --corpus (gettext or "
-                     "a directory) and the same --tgt", task.source, task.lang);
-  Corpus c = read_corpus(r, task.joint());
+  Corpus c = read_corpus(r, task.joint(), &task);
   if (c.task.source != task.source || c.task.lang != task.lang)
     fail<ValueError>("flags", "the corpus is {} -> {}, the checkpoint translates {} -> {}", c.task.source, c.task.lang,
                      task.source, task.lang);
+  if (c.task.train_crc != task.train_crc)
+    fail<ValueError>("eval", "this corpus's training part is not the one the checkpoint trained on (CRC-32 {:08x}, the "
+                     "checkpoint's {:08x}), so its {} part may hold training pairs; hint: leave out --corpus, "
+                     "--split-seed, --valid-size and --test-size to use the checkpoint's own", c.task.train_crc,
+                     task.train_crc, split);
   return split == "train" ? c.train : split == "valid" ? c.valid : c.test;
 }
 
@@ -631,8 +670,13 @@ std::vector<std::string> sentences_of(const std::string& path, const char* flag)
   std::string bytes = read_file_bytes(path, text_input_limit());
   if (bytes.ends_with('\n')) bytes.pop_back();
   std::vector<std::string> lines = split_lines(bytes);
-  for (size_t i = 0; i < lines.size(); ++i)
-    for (size_t pos = 0; pos < lines[i].size();) pos += utf8_char_length(lines[i], pos, "score");
+  for (size_t i = 0; i < lines.size(); ++i) {
+    try {
+      for (size_t pos = 0; pos < lines[i].size();) pos += utf8_char_length(lines[i], pos, "score");
+    } catch (const ValueError& e) {
+      fail<ValueError>("score", "{}:{}: {}; hint: the sentences must be UTF-8", path, i + 1, e.what());
+    }
+  }
   return lines;
 }
 
