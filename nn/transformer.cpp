@@ -289,6 +289,12 @@ Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c, Generator& ge
   if (c.dropout > 0 && !dg) dg = std::make_shared<Generator>(gen.next_u64());
   src_embed = register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, gen, c.pad_id));
   tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, gen, c.pad_id));
+  {
+    // N(0, 1) rows scaled down to N(0, 1/E): times sqrt(E) in encode/decode they have unit variance (the header says why).
+    NoGradGuard no_grad;
+    const double shrink = 1.0 / std::sqrt(static_cast<double>(c.d_model));
+    for (Embedding* e : {src_embed.get(), tgt_embed.get()}) e->weight.copy_(e->weight * shrink);
+  }
   pos = register_module("pos", std::make_shared<PositionalEncoding>(c.max_len, c.d_model,
                                                                     PositionalEncoding::Kind::sinusoidal, gen));
   embed_dropout = register_module("embed_dropout", std::make_shared<Dropout>(c.dropout, dg));

@@ -21,7 +21,8 @@ train`'s for text corpora. What mirrors what:
     Seq2SeqTransformer::encode/decode, embeddings are scaled by sqrt(d_model),
     fixed sinusoids are added (nn/embedding.h) and dropout follows; a Linear
     generator, untied. Weights keep PyTorch's own init (nn.Transformer's
-    xavier_uniform_, Embedding's N(0, 1), Linear's kaiming-uniform).
+    xavier_uniform_, Linear's kaiming-uniform) but for the embeddings: N(0, 1/d_model)
+    as attograd's (nn/transformer.h says why), not Embedding's N(0, 1).
   - training (examples/common/trainer.h, train_choices.cpp, optim/schedule.h):
     Adam/AdamW with beta2 0.98, eps 1e-9, --weight-decay on every parameter;
     the schedule sets step t's lr (t from 1) before the update; grad-norm clipping;
@@ -157,6 +158,9 @@ class Translator(nn.Module):
         self.scale = math.sqrt(a.d_model)
         self.src_embed = nn.Embedding(src_vocab, a.d_model, padding_idx=PAD)
         self.tgt_embed = nn.Embedding(tgt_vocab, a.d_model, padding_idx=PAD)
+        with torch.no_grad():  # N(0, 1/d_model), as attograd's Seq2SeqTransformer (and fairseq) start them
+            for table in (self.src_embed, self.tgt_embed):
+                table.weight.mul_(self.scale ** -1)
         self.register_buffer("pe", sinusoids(a.max_len, a.d_model), persistent=False)
         self.embed_dropout = nn.Dropout(a.dropout)
         self.transformer = nn.Transformer(
