@@ -113,7 +113,7 @@ void DataLoader::plan_token_batches() {
     length[static_cast<size_t>(i)] = static_cast<int64_t>(std::max(e.src.size(), e.tgt.size())) + 1;
     if (length[static_cast<size_t>(i)] > budget)
       fail<ValueError>("DataLoader", "example {} has {} tokens (with <eos>), more than max_tokens {}; hint: raise "
-                       "--max-tokens to at least the longest sentence", i, length[static_cast<size_t>(i)], budget);
+                       "max_tokens to at least the longest example", i, length[static_cast<size_t>(i)], budget);
   }
   by_length_.resize(static_cast<size_t>(n));
   std::iota(by_length_.begin(), by_length_.end(), int64_t{0});

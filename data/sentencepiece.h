@@ -80,6 +80,8 @@ class SentencePiecePieces : public Tokenizer {
   // The text of the pieces; a string that is not a piece decodes as <unk>.
   std::string join(const std::vector<std::string>& tokens) const override;
   std::string name() const override { return "sentencepiece"; }
+  // Whether `piece` is one of the model's pieces (a character the model saw is one).
+  bool has_piece(std::string_view piece) const { return ids_.count(std::string(piece)) > 0; }
   // Pieces 4.. in id order: Vocab::from_symbols(vocab_symbols()) keeps SentencePiece's ids.
   std::vector<std::string> vocab_symbols() const;
   // The model split and join use.

@@ -339,6 +339,6 @@ TEST(DataLoader, TokenBudgetOrderIsSeededAndResumable) {
 TEST(DataLoader, TokenBudgetSmallerThanAnExampleNamesIt) {
   VectorDataset d = numbered(10);  // example 2 is the first with 3 tokens on a side: 4 with <eos>
   expect_error<ValueError>([&] { DataLoader(d, {.max_tokens = 3}); },
-                           {"DataLoader", "example 2 has 4 tokens", "max_tokens 3", "--max-tokens"});
+                           {"DataLoader", "example 2 has 4 tokens", "max_tokens 3", "raise max_tokens"});
   expect_error<ValueError>([&] { DataLoader(d, {.max_tokens = -1}); }, {"max_tokens must be >= 0"});
 }

@@ -129,6 +129,12 @@ TEST_F(TranslateText, LearnsAReorderingWithSubwordsThenEvalTranslateAndAverageAg
   EXPECT_EQ(lines_of(a.out)[0], "Le loup noir chante.") << a.out;
   EXPECT_EQ(lines_of(a.out)[1], "Le poisson petit mange.") << a.out;
 
+  // A character the model never saw is named in a warning, and the line still translates.
+  const ProgramOutcome z = run({"translate", "--checkpoint", ck, "The red cat sleeps\u2603"});
+  ASSERT_EQ(z.code, 0) << z.err;
+  EXPECT_NE(z.err.find("unknown character \"\u2603\" read as <unk>"), std::string::npos) << z.err;
+  EXPECT_EQ(lines_of(z.out).size(), 1u);
+
   // A subword model that is not the checkpoint's is refused by its CRC.
   write_text(ck + "/sentencepiece.model", read_text(ck + "/sentencepiece.model") + "x");
   const ProgramOutcome bad = run({"translate", "--checkpoint", ck, "The red cat sleeps."});

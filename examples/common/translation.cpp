@@ -221,8 +221,18 @@ std::vector<int64_t> Translator::encode_input(std::string_view line, int64_t lin
   std::vector<int64_t> ids = src_vocab.encode(words);
   bool knows_a_word = false;
   for (size_t k = 0; k < ids.size(); ++k) {
-    if (ids[k] == kUnkId) unknown.push_back(words[k]);
-    else knows_a_word |= words[k] != "-";
+    if (ids[k] == kUnkId && !task.is_text()) unknown.push_back(words[k]);
+    knows_a_word |= ids[k] != kUnkId && words[k] != "-";
+  }
+  if (task.is_text()) {  // a subword <unk> stands for characters the model never saw: name them, once each
+    const auto& pieces = static_cast<const SentencePiecePieces&>(*src_tok);
+    for (size_t pos = 0; pos < line.size();) {
+      const size_t n = utf8_char_length(line, pos, "translate");
+      const std::string c(line.substr(pos, n));
+      pos += n;
+      if (c != " " && !pieces.has_piece(c) && std::find(unknown.begin(), unknown.end(), c) == unknown.end())
+        unknown.push_back(c);
+    }
   }
   if (!knows_a_word && task.is_text())
     fail<ValueError>("translate", "input line {} ({:?}) has no character the model saw in training; it reads {} text",

@@ -610,15 +610,16 @@ std::vector<std::string> input_lines(const cxxopts::ParseResult& r, const std::v
 // Nothing but whitespace: translated as an empty line.
 bool is_blank(std::string_view line) { return line.find_first_not_of(" \t\r\v\f") == std::string_view::npos; }
 
-// The line's source ids, empty for a blank line; warns of unknown words (shown escaped, as fmt's "{:?}").
+// The line's source ids, empty for a blank line; warns of unknown words, or for
+// text of characters the model never saw (shown escaped, as fmt's "{:?}").
 std::vector<int64_t> encode_line(const Translator& tr, const std::string& line, int64_t number, int64_t max_len) {
   if (is_blank(line)) return {};
   std::vector<std::string> unknown;
   std::vector<int64_t> ids = tr.encode_input(line, number, unknown);
   for (std::string& w : unknown) w = fmt::format("{:?}", w);
   if (!unknown.empty())
-    fmt::print(stderr, "translate: warning: line {}: unknown word{} {} read as <unk>\n", number,
-               unknown.size() > 1 ? "s" : "", fmt::join(unknown, ", "));
+    fmt::print(stderr, "translate: warning: line {}: unknown {}{} {} read as <unk>\n", number,
+               tr.task.is_text() ? "character" : "word", unknown.size() > 1 ? "s" : "", fmt::join(unknown, ", "));
   if (static_cast<int64_t>(ids.size()) + 2 > max_len)
     fail<ValueError>("translate", "input line {} has {} tokens; the model accepts at most {}", number, ids.size(),
                      max_len - 2);
