@@ -8,6 +8,7 @@
 #include <cmath>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <attograd/autograd/tensor_impl.h>
 
@@ -30,6 +31,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
   TensorImpl* impl = leaf.impl();
   if (auto n = impl->grad_accumulator.lock()) return n;
   auto n = std::make_shared<Node>();
+  n->kind = NodeKind::accumulate_grad;
   n->name = "AccumulateGrad";
   n->leaf = leaf.impl_ptr();
   n->input_shapes = {impl->shape};
@@ -145,11 +147,19 @@ bool has_nan_or_pos_inf(const Tensor& t) {
 }
 }  // namespace
 
-bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+namespace {
+bool any_requires_grad(const Tensor* first, const Tensor* last) {
   if (!GradMode::enabled()) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
+  return std::any_of(first, last, [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+}
+}  // namespace
+
+bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+  return any_requires_grad(inputs.begin(), inputs.end());
+}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  return any_requires_grad(inputs.data(), inputs.data() + inputs.size());
 }
 
 size_t saved_bytes(const SavedTensor& s) {
@@ -195,9 +205,7 @@ Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs
     fail<AutogradError>(op, "forward produced NaN or +Inf (output {}, inputs: {})",
                         shape_str(out.shape()), shapes_str(shapes));
   }
-  bool any = false;
-  for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
-  if (!any) return out;
+  if (!any_requires_grad(inputs)) return out;
   if (out.grad_fn())
     fail<AutogradError>(op, "record() needs a fresh output tensor, got one that already has grad_fn <{}>",
                         out.grad_fn_name());
@@ -264,120 +272,153 @@ void run_post_accumulate_hooks(const std::shared_ptr<TensorImpl>& leaf) {
   for (const auto& [id, hook] : hooks) hook(t);
 }
 
-// One walk of the graph, shared by backward() and grad(). Without `targets`
-// gradients reach the leaves' .grad; with them (grad()) the gradient arriving
-// at targets[j] is returned as result[j], no .grad is touched, and only nodes
-// on a path to a target run.
-std::vector<Tensor> walk(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<Tensor>& grads,
-                         bool retain_graph, bool create_graph, const std::vector<Node*>& targets) {
-  GradModeGuard mode(create_graph);  // backward math is recorded only when creating a graph
-  const bool capture = !targets.empty();
+// ---- The walk: a topological order, then each node in it --------------------
 
-  // 1. Count, for every reachable node, how many edges point at it (iterative DFS).
+// How many edges point at each node reachable from roots (an iterative DFS,
+// so a deep graph cannot overflow the stack).
+std::unordered_map<Node*, int> count_dependencies(const std::vector<std::shared_ptr<Node>>& roots) {
   std::unordered_map<Node*, int> deps;
-  std::vector<Node*> stack, seen;  // seen: every reachable node
+  std::vector<Node*> stack;
   for (const auto& r : roots)
-    if (deps.try_emplace(r.get(), 0).second) stack.push_back(r.get()), seen.push_back(r.get());
+    if (deps.try_emplace(r.get(), 0).second) stack.push_back(r.get());
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
-    for (auto& c : n->next) {
+    for (const auto& c : n->next) {
       if (!c) continue;
       auto [it, fresh] = deps.try_emplace(c.get(), 0);
       ++it->second;
-      if (fresh) stack.push_back(c.get()), seen.push_back(c.get());
+      if (fresh) stack.push_back(c.get());
     }
   }
+  return deps;
+}
 
-  // With targets: a node runs only when one of its inputs leads to a target.
-  // One sweep over the nodes in reverse topological order (inputs first).
-  std::unordered_map<Node*, bool> leads;  // node is a target or one of its inputs leads to one
-  if (capture) {
-    std::unordered_map<Node*, int> left = deps;
-    std::vector<Node*> order, todo;
-    for (Node* n : seen)
-      if (left[n] == 0) todo.push_back(n);
-    while (!todo.empty()) {
-      Node* n = todo.back();
-      todo.pop_back();
-      order.push_back(n);
-      for (auto& c : n->next)
-        if (c && --left[c.get()] == 0) todo.push_back(c.get());
-    }
-    for (Node* t : targets) leads[t] = true;
-    for (auto it = order.rbegin(); it != order.rend(); ++it)
-      for (auto& c : (*it)->next)
-        if (c && leads[c.get()]) leads[*it] = true;
+// Every node reachable from roots, each after all of its consumers (Kahn's
+// algorithm): when a node's turn comes, every op that read its output has
+// already sent it a share of the gradient.
+std::vector<Node*> topological_order(const std::vector<std::shared_ptr<Node>>& roots) {
+  std::unordered_map<Node*, int> deps = count_dependencies(roots);
+  std::vector<Node*> order, ready;
+  for (const auto& r : roots)
+    if (deps[r.get()] == 0 && std::find(ready.begin(), ready.end(), r.get()) == ready.end()) ready.push_back(r.get());
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    order.push_back(n);
+    for (const auto& c : n->next)
+      if (c && --deps[c.get()] == 0) ready.push_back(c.get());
   }
-  auto runs = [&](Node* n) {
-    if (!capture) return true;
-    for (auto& c : n->next)
-      if (c && leads[c.get()]) return true;
-    return false;
-  };
+  return order;
+}
 
-  // 2. Kahn's algorithm: a node runs once every consumer has added its share.
-  std::unordered_map<Node*, Tensor> buffers;
-  // A second gradient for the same node is added into the first one in place
-  // when nothing else sees that buffer (else into a fresh sum): backward
-  // accumulates, and the residual stream's gradients meet at every block.
-  // While creating a graph the sum is recorded.
-  auto sink = [&](Node* target, const Tensor& g) {
-    auto [it, fresh] = buffers.try_emplace(target, g);
+// For grad(): the op nodes worth running, those with an input that is a
+// target or leads to one. One sweep over `order` reversed, so a node's
+// inputs are settled before the node.
+std::unordered_set<Node*> nodes_leading_to(const std::vector<Node*>& order, const std::vector<Node*>& targets) {
+  std::unordered_set<Node*> leads(targets.begin(), targets.end()), runs;
+  for (auto it = order.rbegin(); it != order.rend(); ++it)
+    for (const auto& c : (*it)->next)
+      if (c && leads.contains(c.get())) {
+        runs.insert(*it);
+        leads.insert(*it);
+        break;
+      }
+  return runs;
+}
+
+// One walk's state: the gradient waiting at each node, and what the walk is
+// for. Without targets (backward()) gradients reach the leaves' .grad; with
+// them (grad()) the gradient arriving at targets[j] becomes result[j], no
+// .grad is touched, and only the op nodes in `runs` run.
+struct Walk {
+  bool retain_graph = false, create_graph = false;
+  std::vector<Node*> targets;
+  std::unordered_set<Node*> runs;
+  std::unordered_map<Node*, Tensor> waiting;
+  std::vector<Tensor> result;
+
+  bool capture() const { return !targets.empty(); }
+
+  // A consumer's share g of `to`'s gradient. A second share is added into the
+  // first in place when nothing else sees that buffer (else into a fresh
+  // sum): the residual stream's gradients meet at every block. While a graph
+  // is being created the sum is recorded.
+  void send(Node* to, const Tensor& g) {
+    auto [it, fresh] = waiting.try_emplace(to, g);
     if (fresh) return;
     if (create_graph) it->second = recorded_sum(it->second, g);
     else if (sole_owner(it->second)) add_(it->second, g);
     else it->second = add_values(it->second, g);
-  };
-  for (size_t i = 0; i < roots.size(); ++i) sink(roots[i].get(), grads[i]);
-  std::vector<Node*> ready;
-  for (const auto& r : roots)
-    if (deps[r.get()] == 0 && std::find(ready.begin(), ready.end(), r.get()) == ready.end()) ready.push_back(r.get());
-  std::vector<Tensor> result(targets.size());
-  while (!ready.empty()) {
-    Node* n = ready.back();
-    ready.pop_back();
-    auto it = buffers.find(n);
-    if (it != buffers.end()) {
-      Tensor g = std::move(it->second);
-      buffers.erase(it);
-      BackwardObserver* observer = g_observer;
-      std::vector<Tensor> written;
-      if (observer) {
-        observer->before(*n, g);
-        written.resize(n->next.size());
-      }
-      for (size_t j = 0; j < targets.size(); ++j)
-        if (targets[j] == n) result[j] = g;
-      if (!n->leaf.expired() || n->name == "AccumulateGrad") {
-        if (auto leaf = n->leaf.lock(); leaf && !capture) {
-          accumulate_into_leaf(*leaf, g, create_graph);
-          run_post_accumulate_hooks(leaf);
-        }
-        if (observer) written = {g};
-      } else if (runs(n)) {
-        if (n->released)
-          fail<AutogradError>(n->name,
-                              "trying to backward through the graph a second time, but its saved "
-                              "tensors were freed; hint: pass retain_graph=true to the first "
-                              "backward()");
-        Grads dx(*n, sink, create_graph, observer ? &written : nullptr);
-        n->backward(g, dx);
-        if (!retain_graph) {
-          const Allocator& alloc = default_allocator();
-          const size_t in_use = alloc.bytes_in_use();
-          n->backward = nullptr;
-          n->saved.clear();
-          n->released = true;
-          n->freed_bytes = in_use - std::min(in_use, alloc.bytes_in_use());
-        }
-      }
-      if (observer) observer->after(*n, g, written);
-    }
-    for (auto& c : n->next)
-      if (c && --deps[c.get()] == 0) ready.push_back(c.get());
   }
-  return result;
+};
+
+// Frees n's closure and saved tensors once its backward ran (no
+// retain_graph), noting the allocator bytes that gave back.
+void release(Node& n) {
+  const Allocator& alloc = default_allocator();
+  const size_t in_use = alloc.bytes_in_use();
+  n.backward = nullptr;
+  n.saved.clear();
+  n.released = true;
+  n.freed_bytes = in_use - std::min(in_use, alloc.bytes_in_use());
+}
+
+// Op node n's backward on its gradient g: each input's share goes to
+// w.send (and to *written, for an observer).
+void run_closure(Walk& w, Node& n, const Tensor& g, std::vector<Tensor>* written) {
+  if (n.released)
+    fail<AutogradError>(n.name,
+                        "trying to backward through the graph a second time, but its saved tensors were "
+                        "freed; hint: pass retain_graph=true to the first backward()");
+  Grads dx(n, [&w](Node* to, const Tensor& share) { w.send(to, share); }, w.create_graph, written);
+  n.backward(g, dx);
+  if (!w.retain_graph) release(n);
+}
+
+// Node n's turn: its gradient, summed from every consumer, goes into the
+// leaf's .grad (an accumulator, whose hooks then run) or through the op's
+// backward to its inputs; the observer sees both. No gradient: nothing runs.
+void run_node(Walk& w, Node& n) {
+  auto it = w.waiting.find(&n);
+  if (it == w.waiting.end()) return;
+  Tensor g = std::move(it->second);
+  w.waiting.erase(it);
+  BackwardObserver* observer = g_observer;
+  std::vector<Tensor> written;
+  if (observer) {
+    observer->before(n, g);
+    written.resize(n.next.size());
+  }
+  for (size_t j = 0; j < w.targets.size(); ++j)
+    if (w.targets[j] == &n) w.result[j] = g;
+  if (n.kind == NodeKind::accumulate_grad) {
+    if (auto leaf = n.leaf.lock(); leaf && !w.capture()) {
+      accumulate_into_leaf(*leaf, g, w.create_graph);
+      run_post_accumulate_hooks(leaf);
+    }
+    if (observer) written = {g};
+  } else if (!w.capture() || w.runs.contains(&n)) {
+    run_closure(w, n, g, observer ? &written : nullptr);
+  }
+  if (observer) observer->after(n, g, written);
+}
+
+// One walk of the graph, shared by backward() and grad() (see Walk): like
+// micrograd's backward, a topological order, then each node in it.
+std::vector<Tensor> walk(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<Tensor>& grads,
+                         bool retain_graph, bool create_graph, const std::vector<Node*>& targets) {
+  GradModeGuard mode(create_graph);  // backward math is recorded only when creating a graph
+  const std::vector<Node*> order = topological_order(roots);
+  Walk w;
+  w.retain_graph = retain_graph;
+  w.create_graph = create_graph;
+  w.targets = targets;
+  if (w.capture()) w.runs = nodes_leading_to(order, targets);
+  w.result.resize(targets.size());
+  for (size_t i = 0; i < roots.size(); ++i) w.send(roots[i].get(), grads[i]);
+  for (Node* n : order) run_node(w, *n);
+  return std::move(w.result);
 }
 }  // namespace
 
@@ -433,7 +474,7 @@ Tensor Grads::input(size_t i, const Tensor& saved) const {
     fail<AutogradError>(node_.name, "saved tensor for input {} has shape {}, but the input has shape {}", i,
                         shape_str(saved.shape()), shape_str(node_.input_shapes[i]));
   const std::shared_ptr<Node>& producer = node_.next[i];
-  if (producer->name != "AccumulateGrad") return with_history(saved, producer);
+  if (producer->kind != NodeKind::accumulate_grad) return with_history(saved, producer);
   if (auto leaf = producer->leaf.lock()) return Tensor(leaf);  // the leaf itself
   return saved;  // the leaf took new data since (set_data_): nothing to reach
 }

@@ -42,9 +42,14 @@ size_t saved_bytes(const SavedTensor& s);
 // built from differentiable ops on dx.input()/dx.output() (see Grads).
 using BackwardFn = std::function<void(const Tensor& grad, Grads& dx)>;
 
+// What running a node does: an op's backward closure, or (the node a leaf's
+// gradient enters, PyTorch's AccumulateGrad) adding into the leaf's .grad.
+enum class NodeKind { op, accumulate_grad };
+
 // One recorded op in the graph: what backward needs to run it (see above).
 struct Node : std::enable_shared_from_this<Node> {
-  std::string name;                         // "mul", "matmul", "AccumulateGrad", ...
+  NodeKind kind = NodeKind::op;             // accumulate_grad: set where a leaf's node is made, never by name
+  std::string name;                         // for display and errors only: "mul", "matmul", "AccumulateGrad", ...
   std::vector<std::shared_ptr<Node>> next;  // producer of input i; null: input needs no grad
   std::vector<Shape> input_shapes;          // for the check where gradients meet
   std::vector<DType> input_dtypes;          // each input's dtype (f32 for an undefined one); gradients must match
@@ -286,6 +291,8 @@ Tensor record(std::string_view op, Tensor out, const std::vector<Tensor>& inputs
 
 // True when any input will need a gradient (grad mode on and requires_grad).
 bool any_requires_grad(std::initializer_list<Tensor> inputs);
+// The same for a list known only at run time (record's vector form).
+bool any_requires_grad(const std::vector<Tensor>& inputs);
 
 // True if every element of a floating tensor is finite.
 bool all_finite(const Tensor& t);

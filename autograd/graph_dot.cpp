@@ -92,7 +92,7 @@ Graph collect(const Tensor& root, const DotOptions& opt) {
 
   std::unordered_map<const Node*, size_t> index;
   for (const Node* n : nodes) {
-    const bool leaf = n->name == "AccumulateGrad";
+    const bool leaf = n->kind == NodeKind::accumulate_grad;
     Vertex x{leaf ? Kind::leaf : Kind::op, n, n->output_shape, n->output_dtype, leaf_name(*n, opt.names), {}, std::nullopt};
     for (size_t i = 0; i < n->next.size(); ++i) {
       if (n->next[i] || !opt.constants) continue;

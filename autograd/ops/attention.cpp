@@ -32,6 +32,11 @@
 #include <attograd/autograd/ops/attention.h>
 
 #include <cmath>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <attograd/autograd/backend/blas.h>
@@ -108,6 +113,9 @@ Dims check_inputs(std::string_view op, const Tensor& q, const Tensor& k, const T
 double scale_of(const AttentionOptions& o, const Dims& d) {
   return o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(d.D));
 }
+
+// 1 / (1 − p), the scale of a kept weight under dropout (0 when p = 1: nothing is kept).
+double keep_scale_of(const AttentionOptions& o) { return o.dropout_p < 1 ? 1.0 / (1.0 - o.dropout_p) : 0.0; }
 
 // The (b, h) matrices [R, C] of a rank-4 x [B, H, R, C], addressed for GEMM in
 // place when each is row-major (unit column stride, row stride ≥ C) or
@@ -273,118 +281,175 @@ struct Saved {
   Generator::State gen_state{};  // before the dropout draws
 };
 
-// The saved tensors the backward kernel reads.
+// The saved tensors the backward kernel reads: registered with record() (so
+// the graph's pictures show them) and read back from the node by name.
 struct Buffers {
-  const Tensor& P;          // [B, H, T, S] softmax probabilities (AttentionSaves::probabilities), or undefined
-  const Tensor& row_stats;  // [B, H, T, 2] each row's max and 1/Σ (AttentionSaves::row_stats), or undefined
-  const Tensor& keep;       // [B, H, T, S] b8 dropout keep-mask (undefined without dropout)
-  const Tensor &q, &k, &v;  // [B, H, ·, ·] GEMM-addressable, each only when backward reads it
-  const Tensor &q_in, &k_in, &v_in;  // the inputs as given: their gradients take their layouts
-  const Tensor &attn_mask, &key_padding_mask;  // the masks as given (row_stats re-applies them)
+  Tensor P;          // [B, H, T, S] softmax probabilities (AttentionSaves::probabilities), or undefined
+  Tensor row_stats;  // [B, H, T, 2] each row's max and 1/Σ (AttentionSaves::row_stats), or undefined
+  Tensor keep;       // [B, H, T, S] b8 dropout keep-mask (undefined without dropout)
+  Tensor q, k, v;    // [B, H, ·, ·] GEMM-addressable, each only when backward reads it
+  Tensor q_in, k_in, v_in;            // the inputs as given: their gradients take their layouts
+  Tensor attn_mask, key_padding_mask;  // the masks as given (row_stats re-applies them)
 };
 
+// Each buffer's name on the node (to_dot, BackwardTrace). The table's order
+// is the node's saved order; both directions below go through it, so nothing
+// else has to agree with it by position.
+constexpr std::pair<std::string_view, Tensor Buffers::*> kBufferNames[] = {
+    {"P", &Buffers::P},
+    {"row_stats", &Buffers::row_stats},
+    {"keep", &Buffers::keep},
+    {"q", &Buffers::q},
+    {"k", &Buffers::k},
+    {"v", &Buffers::v},
+    {"q_in", &Buffers::q_in},
+    {"k_in", &Buffers::k_in},
+    {"v_in", &Buffers::v_in},
+    {"attn_mask", &Buffers::attn_mask},
+    {"key_padding_mask", &Buffers::key_padding_mask}};
+static_assert(std::size(kBufferNames) * sizeof(Tensor) == sizeof(Buffers), "every Buffers field needs a name");
+
+// buf as record()'s saved list, in kBufferNames' order.
+std::vector<SavedTensor> saved_list(const Buffers& buf) {
+  std::vector<SavedTensor> list;
+  for (const auto& [name, field] : kBufferNames) list.push_back({std::string(name), buf.*field, std::nullopt});
+  return list;
+}
+
+// The node's saved tensors back in their fields (backward's side of saved_list).
+Buffers buffers_from(const Grads& dx) {
+  Buffers buf;
+  for (size_t i = 0; i < std::size(kBufferNames); ++i) buf.*kBufferNames[i].second = dx.saved(i);
+  return buf;
+}
+
+// What the forward writes, [B, H, T, ·] each; undefined when not wanted.
+struct Forward {
+  Tensor out;        // [B, H, T, Dv], a view of a contiguous [B, T, H, Dv] buffer (see attention_forward)
+  Tensor P;          // [B, H, T, S] probabilities, kept whole when backward or the caller reads them
+  Tensor row_stats;  // [B, H, T, 2] each row's [max, inv], when backward recomputes P from them
+  Tensor keep;       // [B, H, T, S] b8 dropout keep-mask Z ≠ 0
+  Tensor dropped;    // [B, H, T, S] P ⊙ Z, when the caller reads the weights under dropout
+};
+
+// Per head (b, h): P [T, S] = softmax(scale · Q Kᵀ, masked), then
+// O [T, Dv] = P V, or (P ⊙ Z) V with dropout. Heads are independent: the pool
+// takes them in ranges of (b, h). A head's P lives in f.P when that is kept
+// whole, else in a per-thread [T, S] scratch.
 template <class T>
-void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx);
-
-template <class T>
-AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
-                                const Dims& d) {
-  // Plain copies, not a structured binding: clang before 16 cannot capture bindings in lambdas.
-  const int64_t B = d.B, H = d.H, T_ = d.T, S = d.S, D = d.D, Dv = d.Dv;
-  const T scale = static_cast<T>(scale_of(o, d));
-  const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
-  const Masks<T> masks = gather_masks<T>(o, d);
-  const DType dt = q.dtype();
-  const bool dropping = o.dropout_p > 0;
-  const double keep_scale = o.dropout_p < 1 ? 1.0 / (1.0 - o.dropout_p) : 0.0;
-  const bool mask_learns = o.attn_mask.defined() && o.attn_mask.requires_grad();
-  const bool recorded = any_requires_grad({q, k, v}) || (mask_learns && GradMode::enabled());
-  const bool keep_p = memory_options().attention == AttentionSaves::probabilities;
-
-  // The softmax probabilities, kept whole when backward or the caller reads
-  // them; otherwise each head's P lives in a per-thread [T, S] scratch.
-  Tensor P = (recorded && keep_p) || o.need_weights ? Tensor::empty({B, H, T_, S}, dt) : Tensor();
-  Tensor row_stats = recorded && !keep_p ? Tensor::empty({B, H, T_, 2}, dt) : Tensor();  // [max, inv] per row
-  // out [B, H, T, Dv] is a view of a contiguous [B, T, H, Dv] buffer, so the
-  // usual head merge (transpose(1, 2) + reshape to [B, T, H·Dv]) is a view too.
-  const Tensor out_bthd = Tensor::empty({B, T_, H, Dv}, dt);
-  const Tensor out = make_view(out_bthd, {B, H, T_, Dv}, {T_ * H * Dv, Dv, H * Dv, 1}, 0);
-  T* const out_data = out_bthd.data<T>();
-  Tensor keep = dropping ? Tensor::empty({B, H, T_, S}, DType::b8) : Tensor();              // Z ≠ 0
-  Tensor dropped = dropping && o.need_weights ? Tensor::empty({B, H, T_, S}, dt) : Tensor();  // P ⊙ Z
-  // The keep draws follow ops/dropout exactly (gen.uniform() >= p, one per
-  // weight in [B, H, T, S] row-major order), so the composite, which calls
-  // dropout() on its softmax, draws the same mask from the same seed.
-  const Generator::State gen_state = dropping ? o.generator->state() : Generator::State{};
-  if (dropping) {
-    bool* z = keep.data<bool>();
-    for (int64_t i = 0, n = keep.numel(); i < n; ++i) z[i] = o.generator->uniform() >= o.dropout_p;
-  }
-
-  const int64_t TS = T_ * S;
-  // Heads are independent: the pool takes them in ranges of (b, h).
-  parallel_for(B * H, 1, [&](int64_t first, int64_t last) {
-    std::vector<T> scratch(dropping && !dropped.defined() ? TS : 0);  // P ⊙ Z [T, S]
-    std::vector<T> head_p(P.defined() ? 0 : TS);                      // P [T, S] when not kept whole
+void attention_forward_heads(const HeadMatrices<T>& Q, const HeadMatrices<T>& K, const HeadMatrices<T>& V,
+                             const Masks<T>& masks, const Dims& d, T scale, T keep_scale, const Forward& f) {
+  const int64_t H = d.H, T_ = d.T, S = d.S, D = d.D, Dv = d.Dv, TS = T_ * S;
+  const bool dropping = f.keep.defined();
+  T* const out_data = f.out.data<T>();  // element [0, 0, 0, 0] of the [B, T, H, Dv] buffer
+  parallel_for(d.B * H, 1, [&](int64_t first, int64_t last) {
+    std::vector<T> scratch(dropping && !f.dropped.defined() ? TS : 0);  // P ⊙ Z [T, S]
+    std::vector<T> head_p(f.P.defined() ? 0 : TS);                      // P [T, S] when not kept whole
     for (int64_t bh = first; bh < last; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      T* p = P.defined() ? P.data<T>() + bh * TS : head_p.data();
-      T* stats = row_stats.defined() ? row_stats.data<T>() + bh * T_ * 2 : nullptr;
+      T* p = f.P.defined() ? f.P.data<T>() + bh * TS : head_p.data();
+      T* stats = f.row_stats.defined() ? f.row_stats.data<T>() + bh * T_ * 2 : nullptr;
       // P [T, S] = scale · Q Kᵀ (K of the head's group), then masks and softmax in place
       gemm<T>(p, Q.at(b, h), K.at(b, d.group(h)), T_, S, D, Q.trans, !K.trans, Q.ld, K.ld, S, scale, T(0));
       mask_and_softmax(p, stats, b, bh, d, masks);
       const T* mix = p;
       if (dropping) {
-        T* w = dropped.defined() ? dropped.data<T>() + bh * TS : scratch.data();
-        apply_keep(w, p, keep.data<bool>() + bh * TS, TS, static_cast<T>(keep_scale));
+        T* w = f.dropped.defined() ? f.dropped.data<T>() + bh * TS : scratch.data();
+        apply_keep(w, p, f.keep.data<bool>() + bh * TS, TS, keep_scale);
         mix = w;
       }
       // O [T, Dv] = P V   ((P ⊙ Z) V with dropout)
-      gemm<T>(out_data + (b * T_ * H + h) * Dv, mix, V.at(b, d.group(h)), T_, Dv, S, false, V.trans, S, V.ld, H * Dv, T(1),
-              T(0));
+      gemm<T>(out_data + (b * T_ * H + h) * Dv, mix, V.at(b, d.group(h)), T_, Dv, S, false, V.trans, S, V.ld, H * Dv,
+              T(1), T(0));
     }
   });
+}
 
-  AttentionResult res;
-  if (o.need_weights) res.weights = dropping ? dropped : (recorded && keep_p ? P.clone() : P);  // never alias a saved P
-  if (!recorded) {
-    res.out = out;
-    return res;
+// The forward's buffers, the dropout draws, then every head. save_p: keep P
+// whole for backward; save_stats: keep the row statistics instead.
+template <class T>
+Forward attention_forward(const HeadMatrices<T>& Q, const HeadMatrices<T>& K, const HeadMatrices<T>& V,
+                          const AttentionOptions& o, const Dims& d, bool save_p, bool save_stats) {
+  const int64_t B = d.B, H = d.H, T_ = d.T, S = d.S;
+  const DType dt = Q.owner.dtype();
+  const bool dropping = o.dropout_p > 0;
+  Forward f;
+  if (save_p || o.need_weights) f.P = Tensor::empty({B, H, T_, S}, dt);
+  if (save_stats) f.row_stats = Tensor::empty({B, H, T_, 2}, dt);
+  // out [B, H, T, Dv] is a view of a contiguous [B, T, H, Dv] buffer, so the
+  // usual head merge (transpose(1, 2) + reshape to [B, T, H·Dv]) is a view too.
+  const Tensor out_bthd = Tensor::empty({B, T_, H, d.Dv}, dt);
+  f.out = make_view(out_bthd, {B, H, T_, d.Dv}, {T_ * H * d.Dv, d.Dv, H * d.Dv, 1}, 0);
+  if (dropping) f.keep = Tensor::empty({B, H, T_, S}, DType::b8);
+  if (dropping && o.need_weights) f.dropped = Tensor::empty({B, H, T_, S}, dt);
+  // The keep draws follow ops/dropout exactly (gen.uniform() >= p, one per
+  // weight in [B, H, T, S] row-major order), so the composite, which calls
+  // dropout() on its softmax, draws the same mask from the same seed.
+  if (dropping) {
+    bool* z = f.keep.data<bool>();
+    for (int64_t i = 0, n = f.keep.numel(); i < n; ++i) z[i] = o.generator->uniform() >= o.dropout_p;
   }
+  attention_forward_heads<T>(Q, K, V, gather_masks<T>(o, d), d, static_cast<T>(scale_of(o, d)),
+                             static_cast<T>(keep_scale_of(o)), f);
+  return f;
+}
 
+// What backward needs besides the tensors: the dims, the scales and the
+// options, without the generator (its state instead) and the masks (saved).
+Saved backward_state(const AttentionOptions& o, const Dims& d, Generator::State gen_state) {
   Saved sv;
   sv.d = d;
   sv.scale = scale_of(o, d);
-  sv.keep_scale = keep_scale;
-  const bool need_dp = q.requires_grad() || k.requires_grad() || mask_learns;
-  sv.mask_learns = mask_learns;
-  if (mask_learns) sv.mask_shape = o.attn_mask.shape();
+  sv.keep_scale = keep_scale_of(o);
+  sv.mask_learns = o.attn_mask.defined() && o.attn_mask.requires_grad();
+  if (sv.mask_learns) sv.mask_shape = o.attn_mask.shape();
   sv.opts = o;
   sv.opts.generator = nullptr;
   sv.opts.need_weights = false;
   sv.opts.attn_mask = Tensor();
   sv.opts.key_padding_mask = Tensor();
   sv.gen_state = gen_state;
+  return sv;
+}
 
+template <class T>
+void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx);
+void attention_twin_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx);
+
+template <class T>
+AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                                const Dims& d) {
+  const bool mask_learns = o.attn_mask.defined() && o.attn_mask.requires_grad();
+  const bool recorded = any_requires_grad({q, k, v}) || (mask_learns && GradMode::enabled());
+  const bool keep_p = memory_options().attention == AttentionSaves::probabilities;
+  const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
+  const Generator::State gen_state = o.dropout_p > 0 ? o.generator->state() : Generator::State{};  // before the draws
+  const Forward f = attention_forward<T>(Q, K, V, o, d, recorded && keep_p, recorded && !keep_p);
+
+  AttentionResult res;
+  // The weights the caller reads: P ⊙ Z under dropout, else P (a copy when backward keeps P: never alias it).
+  if (o.need_weights) res.weights = f.dropped.defined() ? f.dropped : (recorded && keep_p ? f.P.clone() : f.P);
+  if (!recorded) {
+    res.out = f.out;
+    return res;
+  }
   // q, k, v: the GEMM operands (dK reads Q, dQ reads K, dP reads V; recomputing
   // P reads Q and K); *_in and the masks: the inputs as given, handles for the
   // composite twin and for recomputing P.
-  res.out = record(kFused, out, {q, k, v, mask_learns ? o.attn_mask : Tensor()},
-                   {{"P", keep_p ? P : Tensor()},
-                    {"row_stats", row_stats},
-                    {"keep", keep},
-                    {"q", k.requires_grad() || !keep_p ? Q.owner.detach() : Tensor()},
-                    {"k", q.requires_grad() || !keep_p ? K.owner.detach() : Tensor()},
-                    {"v", need_dp ? V.owner.detach() : Tensor()},
-                    {"q_in", q.detach()},
-                    {"k_in", k.detach()},
-                    {"v_in", v.detach()},
-                    {"attn_mask", o.attn_mask.defined() ? o.attn_mask.detach() : Tensor()},
-                    {"key_padding_mask", o.key_padding_mask}},
-                   [sv = std::move(sv)](const Tensor& grad, Grads& dx, const Tensor& P_, const Tensor& row_stats_,
-                                        const Tensor& keep_, const Tensor& q_, const Tensor& k_, const Tensor& v_,
-                                        const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                                        const Tensor& attn_mask, const Tensor& key_padding_mask) {
+  const bool need_dp = q.requires_grad() || k.requires_grad() || mask_learns;
+  const Buffers saved{.P = keep_p ? f.P : Tensor(),
+                      .row_stats = f.row_stats,
+                      .keep = f.keep,
+                      .q = k.requires_grad() || !keep_p ? Q.owner.detach() : Tensor(),
+                      .k = q.requires_grad() || !keep_p ? K.owner.detach() : Tensor(),
+                      .v = need_dp ? V.owner.detach() : Tensor(),
+                      .q_in = q.detach(),
+                      .k_in = k.detach(),
+                      .v_in = v.detach(),
+                      .attn_mask = o.attn_mask.defined() ? o.attn_mask.detach() : Tensor(),
+                      .key_padding_mask = o.key_padding_mask};
+  res.out = record(kFused, f.out, {q, k, v, mask_learns ? o.attn_mask : Tensor()}, saved_list(saved),
+                   [sv = backward_state(o, d, gen_state)](const Tensor& grad, Grads& dx) {
     // Forward, per head:  S = scale · Q Kᵀ + M;  P = softmax(S) row-wise;  O = P V.
     //
     //   O = P V             =>  dV = Pᵀ dO,   dP = dO Vᵀ
@@ -407,25 +472,29 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
     // row is 0, so it adds nothing to dQ, dK or dV, and nothing divides by its
     // empty softmax sum (no NaN). Only a float mask that requires grad receives
     // dM = dS, which is 0 at its -∞ entries for the same reason.
-    if (dx.create_graph()) {
-      const Tensor mask_in = sv.mask_learns ? attn_mask : Tensor();
-      twin_backward(dx, grad, {dx.input(0, q_in), dx.input(1, k_in), dx.input(2, v_in), dx.input(3, mask_in)},
-                    [&](const std::vector<Tensor>& x) {
-                      AttentionOptions twin = sv.opts;
-                      twin.attn_mask = attn_mask;
-                      twin.key_padding_mask = key_padding_mask;
-                      Generator gen;
-                      gen.set_state(sv.gen_state);
-                      if (twin.dropout_p > 0) twin.generator = &gen;
-                      if (x[3].defined()) twin.attn_mask = x[3];
-                      return scaled_dot_product_attention_composite(x[0], x[1], x[2], twin).out;
-                    });
-      return;
-    }
-    attention_backward<T>(sv, {P_, row_stats_, keep_, q_, k_, v_, q_in, k_in, v_in, attn_mask, key_padding_mask}, grad,
-                          dx);
+    const Buffers buf = buffers_from(dx);
+    if (dx.create_graph()) attention_twin_backward(sv, buf, grad, dx);
+    else attention_backward<T>(sv, buf, grad, dx);
   });
   return res;
+}
+
+// The create_graph path: the composite twin on the inputs as given (and the
+// same dropout draws, from the saved generator state), differentiated by
+// twin_backward, so the gradients can be differentiated again.
+void attention_twin_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx) {
+  const Tensor mask_in = sv.mask_learns ? buf.attn_mask : Tensor();
+  twin_backward(dx, grad, {dx.input(0, buf.q_in), dx.input(1, buf.k_in), dx.input(2, buf.v_in), dx.input(3, mask_in)},
+                [&](const std::vector<Tensor>& x) {
+                  AttentionOptions twin = sv.opts;
+                  twin.attn_mask = buf.attn_mask;
+                  twin.key_padding_mask = buf.key_padding_mask;
+                  Generator gen;
+                  gen.set_state(sv.gen_state);
+                  if (twin.dropout_p > 0) twin.generator = &gen;
+                  if (x[3].defined()) twin.attn_mask = x[3];
+                  return scaled_dot_product_attention_composite(x[0], x[1], x[2], twin).out;
+                });
 }
 
 // The backward kernel, per head (see the derivation in fused_attention).
