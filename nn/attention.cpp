@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/engine.h>
+#include <attograd/autograd/kernels/rows.h>
 #include <attograd/autograd/ops/attention.h>
 #include <attograd/autograd/ops/elementwise.h>
 #include <attograd/autograd/ops/reduction.h>
 #include <attograd/autograd/ops/shape.h>
+#include <attograd/nn/inference.h>
 #include <attograd/nn/init.h>
 
 namespace attograd {
@@ -173,6 +177,107 @@ MHAOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
 void MultiHeadAttention::append_kv(const Tensor& key, const Tensor& value, AttentionCache& cache) {
   cache_append(cache, split_heads(k_proj->forward(key), num_kv_heads), split_heads(v_proj->forward(value), num_kv_heads));
 }
+
+// ---- MultiHeadAttention's decode step (forward's, without the graph) -------------------
+
+// heads [B, H·D] = per (b, h): softmax(scale · q_h K_gᵀ, padding -∞) V_g for
+// the rows b of `rows`. The R query heads of group g are rows of one [R, D]
+// matrix, so each group takes two GEMMs. With one query head per group
+// (R = 1) the scores are taken as the column K_g q_hᵀ [t, 1], the same t dot
+// products, where libxsmm runs the products: it would copy K_g transposed on
+// every call.
+template <class T>
+void MultiHeadAttention::attend_rows(StepState& s, const T* q, int64_t ldq, const AttentionCache& c, int64_t t,
+                                     const PaddingRows& pad, RowBlock rows) const {
+  const int64_t H = num_heads, G = num_kv_heads, D = head_dim, R = H / G, E = H * D;
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));  // the attention op's default
+  const T* K = c.k.data<T>();
+  const T* V = c.v.data<T>();
+  const int64_t sb = c.k.strides()[0], sg = c.k.strides()[1], ld = c.k.strides()[2];
+  T* scores = s.scores.data<T>();
+  const int64_t lds = s.scores.size(1);
+  T* heads = s.heads.data<T>();
+  const bool keys_first = R == 1 && step_uses_transposed(s.dtype, R, t, D, true, static_cast<double>(scale), 0.0);
+  parallel_for(rows.n * G, 1, [&](int64_t first, int64_t last) {
+    for (int64_t bg = first; bg < last; ++bg) {
+      const int64_t b = rows.first + bg / G, g = bg % G;
+      T* p = scores + b * lds + g * R * t;  // P [R, t] = scale · Q Kᵀ, then the padding and the softmax row by row
+      const T* qg = q + b * ldq + g * R * D;
+      const T* Kg = K + b * sb + g * sg;
+      if (keys_first)
+        gemm<T>(p, Kg, qg, t, 1, D, false, true, ld, D, 1, scale, T(0));
+      else
+        gemm<T>(p, qg, Kg, R, t, D, false, true, D, ld, t, scale, T(0));
+      for (int64_t r = 0; r < R; ++r) {
+        T* row = p + r * t;
+        if (pad.data)
+          for (int64_t k = 0; k < t; ++k) if (pad.at(b, k)) row[k] = -INFINITY;
+        softmax_row(row, row, t);
+      }
+      // O [R, D] = P V
+      gemm<T>(heads + b * E + g * R * D, p, V + b * sb + g * sg, R, D, t, false, false, t, ld, D, T(1), T(0));
+    }
+  });
+}
+
+int64_t MultiHeadAttention::prepare_self_step(StepState& s, AttentionCache& c) const {
+  c.reserve(*s.rows, num_kv_heads, head_dim, 1, s.dtype);
+  reserve_step_scores(s, num_heads, c.length + 1);
+  return c.length + 1;
+}
+
+template <class T>
+void MultiHeadAttention::self_step_rows(StepState& s, const StepLayer& w, const T* in, T* x, AttentionCache& c,
+                                        int64_t t, RowBlock rows) const {
+  const int64_t E = embed_dim, G = num_kv_heads, D = head_dim, W = w.qkv.w.size(0);
+  T* qkv = s.qkv.data<T>();
+  Linear::forward_rows(qkv + rows.first * W, in, rows.n, w.qkv);  // [n, W] = q | k | v
+  T* K = c.k.data<T>();
+  T* V = c.v.data<T>();
+  const int64_t sb = c.k.strides()[0], sg = c.k.strides()[1], row = (t - 1) * c.k.strides()[2];
+  for (int64_t b = rows.first; b < rows.first + rows.n; ++b)
+    for (int64_t g = 0; g < G; ++g) {
+      const T* kn = qkv + b * W + E + g * D;
+      std::copy(kn, kn + D, K + b * sb + g * sg + row);
+      std::copy(kn + G * D, kn + G * D + D, V + b * sb + g * sg + row);
+    }
+  attend_rows<T>(s, qkv, W, c, t, PaddingRows{}, rows);
+  T* proj = s.proj.data<T>() + rows.first * E;
+  Linear::forward_rows(proj, s.heads.data<T>() + rows.first * E, rows.n, w.out);
+  for (int64_t i = 0; i < rows.n * E; ++i) x[i] = x[i] + proj[i];  // the residual add, add's x + y
+}
+
+void MultiHeadAttention::prepare_cross_step(StepState& s, const Tensor& memory, const Tensor& kpm, AttentionCache& c) {
+  const int64_t B = *s.rows;
+  if (c.length == 0) append_kv(memory, memory, c);
+  if (c.k.size(0) != B)
+    fail<ShapeError>("decode_step", "the cross-attention cache holds {} rows, the step {}; hint: reset() the cache "
+                     "for a new batch", c.k.size(0), B);
+  if (kpm.defined() && (kpm.dim() != 2 || kpm.size(0) != B || kpm.size(1) != c.length || kpm.dtype() != DType::b8))
+    fail<ShapeError>("decode_step", "memory_key_padding_mask must be b8 [{}, {}], got {} {}", B, c.length,
+                     dtype_name(kpm.dtype()), shape_str(kpm.shape()));
+  reserve_step_scores(s, num_heads, c.length);
+}
+
+template <class T>
+void MultiHeadAttention::cross_step_rows(StepState& s, const StepLayer& w, const T* in, T* x, const AttentionCache& c,
+                                         const PaddingRows& pad, RowBlock rows) const {
+  const int64_t E = embed_dim;
+  T* proj = s.proj.data<T>() + rows.first * E;
+  Linear::forward_rows(proj, in, rows.n, w.cross_q);  // q [n, E], read by attend_rows only
+  attend_rows<T>(s, s.proj.data<T>(), E, c, c.length, pad, rows);
+  Linear::forward_rows(proj, s.heads.data<T>() + rows.first * E, rows.n, w.cross_out);
+  for (int64_t i = 0; i < rows.n * E; ++i) x[i] = x[i] + proj[i];
+}
+
+template void MultiHeadAttention::self_step_rows<float>(StepState&, const StepLayer&, const float*, float*,
+                                                        AttentionCache&, int64_t, RowBlock) const;
+template void MultiHeadAttention::self_step_rows<double>(StepState&, const StepLayer&, const double*, double*,
+                                                         AttentionCache&, int64_t, RowBlock) const;
+template void MultiHeadAttention::cross_step_rows<float>(StepState&, const StepLayer&, const float*, float*,
+                                                         const AttentionCache&, const PaddingRows&, RowBlock) const;
+template void MultiHeadAttention::cross_step_rows<double>(StepState&, const StepLayer&, const double*, double*,
+                                                          const AttentionCache&, const PaddingRows&, RowBlock) const;
 
 std::string MultiHeadAttention::extra_repr() const {
   std::string s = fmt::format("embed_dim={}, num_heads={}, dropout={}", embed_dim, num_heads, dropout);

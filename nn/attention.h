@@ -35,6 +35,11 @@
 
 namespace attograd {
 
+struct StepState;
+struct StepLayer;
+struct RowBlock;
+struct PaddingRows;
+
 // What one attention layer keeps between decoding steps.
 //  - self-attention: K and V of every token decoded so far, [B, G, t, D] each,
 //    grown by one step per call (stored in a buffer with spare capacity so a
@@ -119,6 +124,26 @@ class MultiHeadAttention : public Module {
   // appends them to cache as S rows of [B, G, ·, D] (what forward does with a
   // cache; the lean decode step fills a cross-attention cache with it).
   void append_kv(const Tensor& key, const Tensor& value, AttentionCache& cache);
+  // forward's decode step as self-attention (nn/inference.h), for the rows of
+  // `rows`: [q | k | v] = in · Wqkvᵀ + b (in: the block's rows [n, E]), this
+  // step's K/V written to the cache at row t − 1, each (row, K/V group)
+  // attending over the cache's t rows, then x [n, E] += out_proj(heads). in may
+  // be x (in is read before x is written). w: the layer's packed weights.
+  template <class T>
+  void self_step_rows(StepState& s, const StepLayer& w, const T* in, T* x, AttentionCache& cache, int64_t t,
+                      RowBlock rows) const;
+  // forward's decode step as cross-attention: q from in, K/V of the memory
+  // from the cache (prepare_cross_step), padded keys per pad; x += out_proj(heads).
+  template <class T>
+  void cross_step_rows(StepState& s, const StepLayer& w, const T* in, T* x, const AttentionCache& cache,
+                       const PaddingRows& pad, RowBlock rows) const;
+  // Before a step's row blocks: room for the step's K/V row in a
+  // self-attention cache and its scores; the step's t (this row included).
+  int64_t prepare_self_step(StepState& s, AttentionCache& cache) const;
+  // Before a step's row blocks: the memory [B, S, E]'s K/V in a
+  // cross-attention cache (first step only), checked against the step's B
+  // rows and the padding mask [B, S] b8 (may be undefined).
+  void prepare_cross_step(StepState& s, const Tensor& memory, const Tensor& key_padding_mask, AttentionCache& cache);
   int64_t embed_dim;  // E, the query and output width
   int64_t num_heads;  // H query heads
   int64_t head_dim;   // D = E / H
@@ -138,6 +163,10 @@ class MultiHeadAttention : public Module {
 
  private:
   Tensor split_heads(const Tensor& x, int64_t heads) const;  // [B, L, heads·D] -> [B, heads, L, D] (a view)
+  // The decode step's attention: heads [rows, H·D] from q (rows ldq apart) and the cache's first t rows.
+  template <class T>
+  void attend_rows(StepState& s, const T* q, int64_t ldq, const AttentionCache& c, int64_t t, const PaddingRows& pad,
+                   RowBlock rows) const;
   std::shared_ptr<Generator> dropout_gen_;
 };
 

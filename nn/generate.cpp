@@ -43,10 +43,16 @@ std::vector<std::vector<double>> step_log_probs(Seq2SeqTransformer& model, const
     if (cache) ids.push_back(p.back());
     else ids.insert(ids.end(), p.begin(), p.end());
   }
-  Tensor logits = model.decode(ids_tensor(ids, rows), memory, kpm, Tensor(), cache);  // [rows, L, V]
-  const int64_t last = logits.size(1) - 1;
+  // With a cache, the decode step ([rows, V]); without, the graph ([rows, L, V], its last position).
+  Tensor logits;
+  if (cache) {
+    logits = model.decode_step(ids, *cache, memory, kpm);
+  } else {
+    const Tensor all = model.decode(ids_tensor(ids, rows), memory, kpm, Tensor());
+    logits = all.narrow(1, all.size(1) - 1, 1).reshape({rows, all.size(2)});
+  }
   std::vector<std::vector<double>> out;
-  for (int64_t r = 0; r < rows; ++r) out.push_back(log_probs(logits.narrow(0, r, 1).narrow(1, last, 1)));
+  for (int64_t r = 0; r < rows; ++r) out.push_back(log_probs(logits.narrow(0, r, 1)));
   return out;
 }
 

@@ -2,7 +2,9 @@
 
 #include <cmath>
 
+#include <attograd/autograd/engine.h>
 #include <attograd/nn/config_sizes.h>
+#include <attograd/nn/inference.h>
 #include <attograd/nn/init.h>
 
 namespace attograd {
@@ -103,6 +105,19 @@ Tensor GPTBlock::forward(const Tensor& x, AttentionCache* cache) {
   return h + drop2->forward(mlp->forward(ln2->forward(h)));
 }
 
+template <class T>
+void GPTBlock::step_rows(StepState& s, const StepLayer& w, const Tensor& x, AttentionCache& cache, int64_t t,
+                         RowBlock rows) const {
+  // x = x + SA(LN1(x));  x = x + MLP(LN2(x))
+  attn->self_step_rows<T>(s, w, ln1->forward(x).data<T>(), x.data<T>(), cache, t, rows);
+  mlp->step_rows<T>(s, w, ln2->forward(x).data<T>(), x.data<T>(), rows);
+}
+
+template void GPTBlock::step_rows<float>(StepState&, const StepLayer&, const Tensor&, AttentionCache&, int64_t,
+                                         RowBlock) const;
+template void GPTBlock::step_rows<double>(StepState&, const StepLayer&, const Tensor&, AttentionCache&, int64_t,
+                                          RowBlock) const;
+
 // ---- model ------------------------------------------------------------------------------
 
 GPT::GPT(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dg) : Module("GPT"), config(c) {
@@ -144,10 +159,6 @@ Tensor GPT::forward(const Tensor& ids, KVCache* cache) {
   if (cache && cache->self_attn.size() != blocks->size())
     fail<ValueError>("GPT", "cache has {} layers, the model {}; hint: use model.make_cache()", cache->self_attn.size(),
                      blocks->size());
-  if (lean_gpt_applies(*this, cache, ids.size(1))) {
-    const std::vector<int64_t> v = ids.to_vector<int64_t>();
-    return lean_gpt_step(*this, v, *cache).clone().reshape({ids.size(0), 1, config.vocab});
-  }
   const int64_t start = cache ? cache->length() : 0;
   if (start + ids.size(1) > config.context)
     fail<ShapeError>("GPT", "positions [{}, {}) exceed the context of {} tokens; hint: feed at most {} tokens", start,
@@ -156,6 +167,45 @@ Tensor GPT::forward(const Tensor& ids, KVCache* cache) {
   Tensor x = drop->forward(pos->forward(tok_embed->forward(ids), start));
   for (size_t i = 0; i < blocks->size(); ++i) x = (*blocks)[i].forward(x, cache ? &cache->self_attn[i] : nullptr);
   return lm_head->forward(ln_f->forward(x));  // [B, T, V]
+}
+
+Tensor GPT::decode_step(std::span<const int64_t> ids, KVCache& cache) {
+  const auto& blks = *blocks;
+  check_decode_step(*this, "GPT::decode_step", cache, blks.size(), config.context);
+  for (size_t i = 0; i < blks.size(); ++i)
+    if (blks[i].attn->observer)
+      fail<ValueError>("GPT::decode_step", "blocks.{}.attn has an attention observer, which decode_step does not "
+                       "call; hint: forward() runs the graph and calls it", i);
+  if (!cache.step) {  // the blocks' weights packed, transposed
+    auto s = std::make_shared<StepState>();
+    for (const auto& b : blks) {
+      const MultiHeadAttention& a = *b->attn;
+      s->layers.push_back({.qkv = pack_linears({a.q_proj.get(), a.k_proj.get(), a.v_proj.get()}),
+                           .out = pack_linears({a.out_proj.get()}),
+                           .ff1 = pack_linears({b->mlp->linear1.get()}),
+                           .ff2 = pack_linears({b->mlp->linear2.get()})});
+    }
+    s->head = pack_linears({lm_head.get()});
+    transpose_step_weights(*s);
+    cache.step = std::move(s);
+  }
+  StepState& s = *cache.step;
+  const int64_t B = static_cast<int64_t>(ids.size());
+  size_step_buffers(s, B, config.d_model, config.d_ff, config.vocab, lm_head->weight.dtype());
+  NoGradGuard no_grad;
+  embed_step(s.stream, ids, tok_embed->weight, 1.0, pos->table, cache.length(), "GPT::decode_step");
+  int64_t t = 0;
+  for (size_t i = 0; i < blks.size(); ++i) t = blks[i].attn->prepare_self_step(s, cache.self_attn[i]);
+  dispatch_float(s.dtype, "GPT::decode_step", [&]<class T>() {
+    for_row_blocks(B, kRowsPerTask, [&](RowBlock rows) {
+      Tensor x = s.stream.narrow(0, rows.first, rows.n);
+      for (size_t i = 0; i < blks.size(); ++i) blks[i].step_rows<T>(s, s.layers[i], x, cache.self_attn[i], t, rows);
+      x = ln_f->forward(x);
+      Linear::forward_rows(s.logits.data<T>() + rows.first * config.vocab, x.data<T>(), rows.n, s.head);
+    });
+  });
+  for (auto& sc : cache.self_attn) sc.length += 1;
+  return s.logits.clone();
 }
 
 std::string GPT::extra_repr() const { return config.to_json().dump(); }

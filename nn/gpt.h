@@ -17,6 +17,7 @@
 //            N(0, (0.02/√(2·layers))²).
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +71,12 @@ class GPTBlock : public Module {
   GPTBlock(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   // x [B, T, E] -> [B, T, E]. With a cache, x holds only the new step(s).
   Tensor forward(const Tensor& x, AttentionCache* cache = nullptr);
+  // forward's decode step (nn/inference.h) on the stream x [n, E] of the rows
+  // of `rows`, in place: cache prepared (this step's row reserved), t its
+  // length with this step; w: the block's packed weights.
+  template <class T>
+  void step_rows(StepState& s, const StepLayer& w, const Tensor& x, AttentionCache& cache, int64_t t,
+                 RowBlock rows) const;
   // LN1, the LayerNorm over E before attention; ln2 is LN2, before the MLP.
   std::shared_ptr<LayerNorm> ln1, ln2;  // LN2, before the MLP
   std::shared_ptr<MultiHeadAttention> attn;  // causal self-attention, E wide with H heads
@@ -88,6 +95,13 @@ class GPT : public Module {
   // ids [B, T] -> logits [B, T, V]. With a cache (make_cache()), ids are the
   // new tokens only, their positions start at cache->length(), and the cache grows by T.
   Tensor forward(const Tensor& ids, KVCache* cache = nullptr);
+  // One cached decoding step without the graph, the inference path (the LM's
+  // sampling takes it): ids [B] (each row's newest token) -> logits [B, V],
+  // equal to forward()'s for the same cache. Needs grad mode off, eval mode,
+  // no attention observer, float contiguous weights and a position left in
+  // the context: otherwise an error naming the failed condition. The cache
+  // must not outlive a weight update (reset() it).
+  Tensor decode_step(std::span<const int64_t> ids, KVCache& cache);
   // An empty cache with one self-attention cache per block, for incremental
   // decoding with forward.
   KVCache make_cache() const { return KVCache(blocks->size()); }

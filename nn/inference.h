@@ -1,76 +1,138 @@
-// The lean inference path: one decoding step (one new token per row) of a
-// Seq2SeqTransformer's decoder or of a GPT, with the KV cache and without
-// the autograd graph. Seq2SeqTransformer::decode and GPT::forward take it by
-// themselves when it applies (grad mode off, eval mode, one new token per row,
-// a cache, no attention observer); greedy_decode, beam_search and the LM's
-// sampling therefore use it. The graph forward stays the reference: the tests
-// hold the lean step's logits and decoded tokens to it.
+// What every layer's decode step shares: the buffers and weights one cached
+// decoding step keeps between steps (StepState, in KVCache::step) and the loop
+// that cuts a step's rows into blocks. Decoding is an explicit call,
+// Seq2SeqTransformer::decode_step / GPT::decode_step (used by greedy_decode,
+// beam_search and the LM's sampling); forward() and decode() are always the
+// graph, the reference the tests hold the steps to. Each layer's step sits
+// beside its forward, so a change to a block is made twice within a few lines:
+//   Linear::forward_rows                 nn/linear.cpp
+//   MultiHeadAttention::self_step_rows,
+//     cross_step_rows                    nn/attention.cpp
+//   FeedForward::step_rows,
+//   TransformerDecoderLayer::step_rows   nn/transformer.cpp
+//   GPTBlock::step_rows                  nn/gpt.cpp
 //
 // Shape legend: B rows (batch, or live beams), E = d_model, F = d_ff, H query
-// heads, G K/V heads, D = E / H head width, R = H / G, t tokens cached so far
-// (this step's included), S source length, V vocab.
+// heads, G K/V heads, D = E / H head width, R = H / G, W = E + 2·G·D (the
+// packed q | k | v width), t tokens cached (this step's included), V vocab.
 //   ids [B] (each row's new token) -> logits [B, V]
 //
-// Per decoder layer and step:
-//   self-attention:  [q | k | v] = h Wqkvᵀ + bqkv   one GEMM [B, E] x [E, E + 2·G·D] (the three
-//                                                   projections' weights stacked and transposed
-//                                                   once per cache)
-//                    k, v rows appended to the cache [B, G, t, D] in place
-//                    per (b, g): P [R, t] = softmax(scale · Q Kᵀ), O [R, D] = P V   (the R query
-//                    heads of a group in one GEMM each; for R = 1, where libxsmm
-//                    runs the product, the scores as K qᵀ [t, 1])
-//   cross-attention: q = h Wqᵀ + bq; K, V of the memory projected on the first step only
-//   feed-forward, out projections, residual adds into one [B, E] stream.
-// Every weight is also kept transposed, Wᵀ [in, out], from the cache's first
-// step on: where the GEMM layer runs a product on libxsmm, whose kernels read
-// a transposed operand only through a per-call copy, the step multiplies by
-// Wᵀ untransposed; where it runs OpenBLAS (which packs either form) it takes
-// the graph's W, so there the bits stay the graph's. Rows never meet inside a
-// step, so the step is cut into blocks of at most 32 rows (by B alone, not by
-// the thread count), each block one task on the pool running every layer:
-// the pool joins once per step, not once per product.
-// What it keeps from the graph forward: the GEMM layer (gemm<T>) with the
-// operands and the bias-then-accumulate order of linear(), the attention op's
-// scale and row kernel (softmax_row, masks as -∞ before it), the layer_norm,
-// relu and gelu ops, the cache's layout. What it drops: graph nodes, per-head
-// views, per-call buffers: the step writes into buffers kept in the cache
-// (KVCache::lean) and reused while B stays the same. The ops it calls
-// (layer_norm, relu / gelu) still return fresh tensors, served from the
-// caching allocator's free lists, so a step takes no new memory from the
-// system after the first (tested with the allocator's byte counts).
+// A step keeps the graph's GEMM operands and bias-then-accumulate order, the
+// attention op's scale and row kernel, the layer_norm, relu and gelu ops and
+// the cache's layout; it drops graph nodes, per-head views and per-call
+// buffers (it writes into StepState's, reused while B stays the same), so a
+// step takes no new memory from the system after the first. Rows never meet
+// inside a step, so it is cut into blocks of at most kRowsPerTask rows (by B
+// alone, never by the thread count, so the numbers are the same on any
+// number of threads), each block one pool task running every layer: the pool
+// joins once per step, not once per product.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include <attograd/autograd/tensor.h>
 
 namespace attograd {
 
-class GPT;
-class Seq2SeqTransformer;
+class Linear;
+class Module;
 struct KVCache;
 
-// The lean step's buffers and transposed weights, kept in KVCache::lean
-// between steps (dropped by KVCache::reset()). The weights are copied on the
-// cache's first lean step: a cache outlives no weight update.
-struct LeanState;
+// Throws, naming op and the failed condition, unless a decode step may run on
+// model with cache: grad mode off (the step records no graph), eval mode
+// (it applies no dropout), a cache of `layers` layers, a position left below
+// `positions`, and (checked on the cache's first step) float contiguous weights.
+void check_decode_step(const Module& model, const char* op, const KVCache& cache, size_t layers, int64_t positions);
 
-// True when Seq2SeqTransformer::decode may take the lean step: a cache, grad
-// mode off, eval mode, new_tokens == 1, no target padding mask, no attention
-// observer, float weights, and a position left in the positional table.
-bool lean_decode_applies(const Seq2SeqTransformer& model, const KVCache* cache, int64_t new_tokens,
-                         const Tensor& tgt_key_padding_mask);
-// The same for GPT::forward.
-bool lean_gpt_applies(const GPT& model, const KVCache* cache, int64_t new_tokens);
+// A linear layer as a decode step multiplies by it: w [O, I] (several layers'
+// weights stacked along O for the packed q | k | v), wt = wᵀ [I, O], b [O].
+// wt exists because libxsmm reads a transposed operand only through a per-call
+// copy; it is made on a cache's first step, so a KVCache must not outlive an
+// update of the weights (reset() it after one).
+struct StepLinear {
+  // [O, I], the graph's operand (the layer's own weight when not stacked).
+  Tensor w;
+  Tensor wt;  // [I, O] = wᵀ
+  Tensor b;   // [O], undefined without biases
+};
 
-// One cached step of Seq2SeqTransformer::decode: ids [B] -> logits [B, V],
-// the step's buffer (valid until the cache's next step; clone() it to keep
-// it). memory [B, S, E] is read on the first step only (the cross-attention
-// K/V); memory_key_padding_mask [B, S] b8 (true at padding) may be undefined.
-Tensor lean_decode_step(Seq2SeqTransformer& model, std::span<const int64_t> ids, const Tensor& memory,
-                        const Tensor& memory_key_padding_mask, KVCache& cache);
+// The weights of parts stacked along O (one part: its own weight and bias,
+// shared), room for wᵀ in wt (filled by transpose_step_weights).
+StepLinear pack_linears(std::initializer_list<const Linear*> parts);
 
-// One cached step of GPT::forward: ids [B] -> logits [B, V] (valid as above).
-Tensor lean_gpt_step(GPT& model, std::span<const int64_t> ids, KVCache& cache);
+// One decoder layer's or GPT block's weights for a step (cross_* undefined in a GPT block).
+struct StepLayer {
+  // Self-attention: q | k | v stacked, and out_proj.
+  StepLinear qkv, out;
+  StepLinear cross_q, cross_out;  // cross-attention: q_proj and out_proj
+  StepLinear ff1, ff2;            // the feed-forward block's linear1 and linear2
+};
+
+// A step's buffers and weights, kept in KVCache::step between steps (dropped
+// by KVCache::reset()).
+struct StepState {
+  // B the buffers are sized for (none before the first step).
+  std::optional<int64_t> rows;
+  DType dtype = DType::f32;      // the weights' dtype
+  std::vector<StepLayer> layers;  // per decoder layer / block
+  StepLinear head;                // the generator / lm_head [E, V]
+  Tensor stream;                  // [B, E] the residual stream
+  Tensor qkv;                     // [B, W] self-attention q | k | v
+  Tensor heads;                   // [B, H·D] attention output, heads merged
+  Tensor proj;                    // [B, E] a sublayer's output before its residual add (and cross-attention's q)
+  Tensor hidden;                  // [B, F] feed-forward hidden layer
+  Tensor logits;                  // [B, V]
+  Tensor scores;                  // [B, H, ≥ t] attention probabilities, grown with t
+};
+
+// wt = wᵀ for every weight of s, one weight per pool task.
+void transpose_step_weights(StepState& s);
+
+// Sizes s's buffers for B rows (kept while B and dtype stay the same).
+void size_step_buffers(StepState& s, int64_t B, int64_t E, int64_t F, int64_t V, DType dtype);
+
+// Room for t columns per head of the scores (the buffer only grows).
+void reserve_step_scores(StepState& s, int64_t H, int64_t t);
+
+// The rows [first, first + n) one pool task runs through every layer.
+struct RowBlock {
+  // The block's first row.
+  int64_t first = 0;
+  int64_t n = 0;  // its row count
+};
+
+// A step's rows per pool task, at most.
+constexpr int64_t kRowsPerTask = 32;
+
+// f(block) for every block of [0, n), blocks of at most per_task items as even
+// as the cut allows, one pool task each, grad mode off in every task. A single
+// block runs inline, its loops on the pool as usual.
+void for_row_blocks(int64_t n, int64_t per_task, const std::function<void(RowBlock)>& f);
+
+// Whether the step multiplies by wᵀ rather than w for a product of this shape
+// (the GEMM layer would run it on libxsmm, which reads a transposed operand
+// only through a per-call copy). Always false for double.
+bool step_uses_transposed(DType dtype, int64_t M, int64_t N, int64_t K, bool trans_b, double alpha, double beta);
+
+// Where a key padding mask [B, S] (b8, any strides) keeps its entries; data null: no mask.
+struct PaddingRows {
+  // The mask's first element, or null without a mask.
+  const bool* data = nullptr;
+  int64_t sb = 0, ss = 0;  // its strides along B and S
+  // True where key s of row b is padding.
+  bool at(int64_t b, int64_t s) const { return data[b * sb + s * ss]; }
+};
+
+// The rows of a mask [B, S] b8 (undefined: none).
+PaddingRows padding_rows(const Tensor& key_padding_mask);
+
+// Fills x [B, E] = table[ids] · scale + pos[start] (scale 1 skips the
+// scaling); an id out of range is an IndexError naming op.
+void embed_step(const Tensor& x, std::span<const int64_t> ids, const Tensor& table, double scale, const Tensor& pos,
+                int64_t start, const char* op);
 
 }  // namespace attograd

@@ -1,8 +1,11 @@
 #include <attograd/nn/linear.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/ops/matmul.h>
+#include <attograd/nn/inference.h>
 #include <attograd/nn/init.h>
 
 namespace attograd {
@@ -22,6 +25,26 @@ Linear::Linear(int64_t in, int64_t out, Generator& gen, bool with_bias, DType dt
 }
 
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+
+// Where libxsmm would run the product, it reads wᵀ untransposed; elsewhere it
+// takes the graph's operand W (OpenBLAS packs either form), so there the bits
+// stay the graph's.
+template <class T>
+void Linear::forward_rows(T* out, const T* x, int64_t rows, const StepLinear& w) {
+  const int64_t O = w.w.size(0), I = w.w.size(1);
+  const T beta = w.b.defined() ? T(1) : T(0);
+  if (w.b.defined()) {
+    const T* pb = w.b.data<T>();
+    for (int64_t r = 0; r < rows; ++r) std::copy(pb, pb + O, out + r * O);
+  }
+  if (step_uses_transposed(w.w.dtype(), rows, O, I, false, 1.0, beta))
+    gemm<T>(out, x, w.wt.data<T>(), rows, O, I, false, false, I, O, O, T(1), beta);
+  else
+    gemm<T>(out, x, w.w.data<T>(), rows, O, I, false, true, I, I, O, T(1), beta);
+}
+
+template void Linear::forward_rows<float>(float*, const float*, int64_t, const StepLinear&);
+template void Linear::forward_rows<double>(double*, const double*, int64_t, const StepLinear&);
 
 std::string Linear::extra_repr() const {
   return fmt::format("in_features={}, out_features={}, bias={}", in_features, out_features, bias.defined());

@@ -5,6 +5,8 @@
 
 namespace attograd {
 
+struct StepLinear;
+
 // A fully connected layer, y = x Wᵀ + b (nn.Linear).
 class Linear : public UnaryModule {
  public:
@@ -12,6 +14,12 @@ class Linear : public UnaryModule {
   Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true, DType dtype = DType::f32);
   // x [..., in] -> [..., out] (one fused linear op); another last dim is a ShapeError.
   Tensor forward(const Tensor& x) override;
+  // forward's decode step (nn/inference.h): out [rows, O] = x [rows, I] · Wᵀ + b
+  // as linear() computes it, the bias copied into every row first and one GEMM
+  // adding the product, into a buffer. w: this layer's weights, or several
+  // layers' stacked (pack_linears); T the weights' float type.
+  template <class T>
+  static void forward_rows(T* out, const T* x, int64_t rows, const StepLinear& w);
   // Input width `in` (the last dim x must have).
   int64_t in_features, out_features;  // output width `out` (y's last dim)
   Tensor weight;  // [out, in]

@@ -137,6 +137,20 @@ Tensor FeedForward::forward(const Tensor& x) {
   return linear2->forward(drop->forward(h));
 }
 
+template <class T>
+void FeedForward::step_rows(StepState& s, const StepLayer& w, const T* in, T* x, RowBlock rows) const {
+  const int64_t E = linear2->out_features;
+  const Tensor hidden = s.hidden.narrow(0, rows.first, rows.n);  // [n, F] contiguous
+  Linear::forward_rows(hidden.data<T>(), in, rows.n, w.ff1);
+  const Tensor h = activation == Activation::gelu ? gelu(hidden) : relu(hidden);
+  T* proj = s.proj.data<T>() + rows.first * E;
+  Linear::forward_rows(proj, h.data<T>(), rows.n, w.ff2);
+  for (int64_t i = 0; i < rows.n * E; ++i) x[i] = x[i] + proj[i];  // the residual add, add's x + y
+}
+
+template void FeedForward::step_rows<float>(StepState&, const StepLayer&, const float*, float*, RowBlock) const;
+template void FeedForward::step_rows<double>(StepState&, const StepLayer&, const double*, double*, RowBlock) const;
+
 namespace {
 
 // Every attention module of a layer: E wide, H heads, G K/V heads, the model's dropout.
@@ -193,7 +207,7 @@ KVCache::KVCache(size_t layers) : self_attn(layers), cross_attn(layers) {
 void KVCache::reset() {
   for (auto& c : self_attn) c.reset();
   for (auto& c : cross_attn) c.reset();
-  lean.reset();
+  step.reset();
 }
 void KVCache::reorder(const std::vector<int64_t>& origin) {
   NoGradGuard no_grad;
@@ -264,6 +278,31 @@ Tensor TransformerDecoderLayer::forward(const Tensor& x, const DecoderInputs& in
   return norm3->forward(h + f(h));
 }
 
+template <class T>
+Tensor TransformerDecoderLayer::step_rows(StepState& s, const StepLayer& w, Tensor x, int64_t t,
+                                          const PaddingRows& pad, KVCache::Layer cache, RowBlock rows) const {
+  if (pre_ln) {
+    // h = x + SA(LN1(x));  h = h + CA(LN2(h));  h + FF(LN3(h))
+    self_attn->self_step_rows<T>(s, w, norm1->forward(x).data<T>(), x.data<T>(), *cache.self_attn, t, rows);
+    cross_attn->cross_step_rows<T>(s, w, norm2->forward(x).data<T>(), x.data<T>(), *cache.cross_attn, pad, rows);
+    ff->step_rows<T>(s, w, norm3->forward(x).data<T>(), x.data<T>(), rows);
+    return x;
+  }
+  // h = LN1(x + SA(x));  h = LN2(h + CA(h));  LN3(h + FF(h)). Each sublayer reads its input in
+  // its first GEMM and adds into x only at its end, so input and stream may be one buffer.
+  self_attn->self_step_rows<T>(s, w, x.data<T>(), x.data<T>(), *cache.self_attn, t, rows);
+  x = norm1->forward(x);
+  cross_attn->cross_step_rows<T>(s, w, x.data<T>(), x.data<T>(), *cache.cross_attn, pad, rows);
+  x = norm2->forward(x);
+  ff->step_rows<T>(s, w, x.data<T>(), x.data<T>(), rows);
+  return norm3->forward(x);
+}
+
+template Tensor TransformerDecoderLayer::step_rows<float>(StepState&, const StepLayer&, Tensor, int64_t,
+                                                          const PaddingRows&, KVCache::Layer, RowBlock) const;
+template Tensor TransformerDecoderLayer::step_rows<double>(StepState&, const StepLayer&, Tensor, int64_t,
+                                                           const PaddingRows&, KVCache::Layer, RowBlock) const;
+
 TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator& gen, std::shared_ptr<Generator> dg)
     : Module("TransformerDecoder") {
   layers = register_module("layers", std::make_shared<ModuleList<TransformerDecoderLayer>>());
@@ -314,16 +353,71 @@ Tensor Seq2SeqTransformer::encode(const Tensor& src, const Tensor& kpm) {
 
 Tensor Seq2SeqTransformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& mem_kpm,
                                   const Tensor& tgt_kpm, KVCache* cache) {
-  if (lean_decode_applies(*this, cache, tgt.dim() == 2 ? tgt.size(1) : 0, tgt_kpm) && tgt.dtype() == DType::i64) {
-    const std::vector<int64_t> ids = tgt.to_vector<int64_t>();
-    return lean_decode_step(*this, ids, memory, mem_kpm, *cache).clone().reshape({tgt.size(0), 1, config.tgt_vocab});
-  }
   const double scale = std::sqrt(static_cast<double>(config.d_model));
   const int64_t start = cache ? cache->length() : 0;
   Tensor x = embed_dropout->forward(pos->forward(tgt_embed->forward(tgt) * scale, start));
   Tensor h = decoder->forward(x, {.memory = memory, .tgt_key_padding_mask = tgt_kpm, .memory_key_padding_mask = mem_kpm},
                               cache);
   return generator->forward(h);  // [B, T, V_tgt]
+}
+
+namespace {
+
+// The decoder's weights packed for decode_step, transposed.
+std::shared_ptr<StepState> pack_decoder(const Seq2SeqTransformer& model) {
+  auto s = std::make_shared<StepState>();
+  for (const auto& dl : *model.decoder->layers) {
+    const MultiHeadAttention& sa = *dl->self_attn;
+    s->layers.push_back({.qkv = pack_linears({sa.q_proj.get(), sa.k_proj.get(), sa.v_proj.get()}),
+                         .out = pack_linears({sa.out_proj.get()}),
+                         .cross_q = pack_linears({dl->cross_attn->q_proj.get()}),
+                         .cross_out = pack_linears({dl->cross_attn->out_proj.get()}),
+                         .ff1 = pack_linears({dl->ff->linear1.get()}),
+                         .ff2 = pack_linears({dl->ff->linear2.get()})});
+  }
+  s->head = pack_linears({model.generator.get()});
+  transpose_step_weights(*s);
+  return s;
+}
+
+}  // namespace
+
+Tensor Seq2SeqTransformer::decode_step(std::span<const int64_t> ids, KVCache& cache, const Tensor& memory,
+                                       const Tensor& mem_kpm) {
+  const auto& layers = *decoder->layers;
+  check_decode_step(*this, "Seq2SeqTransformer::decode_step", cache, layers.size(), config.max_len);
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i].self_attn->observer || layers[i].cross_attn->observer)
+      fail<ValueError>("Seq2SeqTransformer::decode_step", "decoder.layers.{}.{} has an attention observer, which a "
+                       "decode step does not call; hint: decode() runs the graph and calls it", i,
+                       layers[i].self_attn->observer ? "self_attn" : "cross_attn");
+  if (!memory.defined() || memory.dim() != 3 || memory.size(0) != static_cast<int64_t>(ids.size()))
+    fail<ShapeError>("Seq2SeqTransformer::decode_step", "memory must be [{}, S, {}] (one row per id), got {}",
+                     ids.size(), config.d_model, memory.defined() ? shape_str(memory.shape()) : "undefined");
+  if (!cache.step) cache.step = pack_decoder(*this);
+  StepState& s = *cache.step;
+  const int64_t B = static_cast<int64_t>(ids.size());
+  size_step_buffers(s, B, config.d_model, config.d_ff, config.tgt_vocab, generator->weight.dtype());
+  NoGradGuard no_grad;
+  embed_step(s.stream, ids, tgt_embed->weight, std::sqrt(static_cast<double>(config.d_model)), pos->table,
+             cache.length(), "Seq2SeqTransformer::decode_step");
+  int64_t t = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    t = layers[i].self_attn->prepare_self_step(s, cache.self_attn[i]);
+    layers[i].cross_attn->prepare_cross_step(s, memory, mem_kpm, cache.cross_attn[i]);
+  }
+  const PaddingRows pad = padding_rows(mem_kpm);
+  dispatch_float(s.dtype, "Seq2SeqTransformer::decode_step", [&]<class T>() {
+    for_row_blocks(B, kRowsPerTask, [&](RowBlock rows) {
+      Tensor x = s.stream.narrow(0, rows.first, rows.n);
+      for (size_t i = 0; i < layers.size(); ++i)
+        x = layers[i].step_rows<T>(s, s.layers[i], x, t, pad, cache.layer(i), rows);
+      if (decoder->norm) x = decoder->norm->forward(x);
+      Linear::forward_rows(s.logits.data<T>() + rows.first * config.tgt_vocab, x.data<T>(), rows.n, s.head);
+    });
+  });
+  for (auto& sc : cache.self_attn) sc.length += 1;
+  return s.logits.clone();
 }
 
 Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_kpm,

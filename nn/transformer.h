@@ -13,6 +13,7 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,10 @@ class FeedForward : public UnaryModule {
               std::shared_ptr<Generator> dropout_gen, DType dtype = DType::f32);
   // x [B, T, E] -> [B, T, E] (any leading dims).
   Tensor forward(const Tensor& x) override;
+  // forward's decode step (nn/inference.h): x [n, E] += Linear2(act(Linear1(in)))
+  // for the rows of `rows` (in [n, E] may be x); w: the layer's packed weights.
+  template <class T>
+  void step_rows(StepState& s, const StepLayer& w, const T* in, T* x, RowBlock rows) const;
   // First projection E -> F (before the activation).
   std::shared_ptr<Linear> linear1, linear2;  // second projection F -> E (after dropout)
   std::shared_ptr<Dropout> drop;  // dropout between the activation and linear2 (registered as "dropout")
@@ -123,7 +128,7 @@ class TransformerEncoderLayer : public Module {
 struct KVCache {
   std::vector<AttentionCache> self_attn;   // K, V [B, G, t, D] per layer, one row per decoded step
   std::vector<AttentionCache> cross_attn;  // K, V [B, G, S, D] per layer, projected from memory once
-  std::shared_ptr<LeanState> lean;  // the lean step's buffers and packed weights (nn/inference.h); null until its first step
+  std::shared_ptr<StepState> step;  // decode_step's buffers and packed weights (nn/inference.h); null until its first step
   // Empty caches for a decoder of `layers` layers (Seq2SeqTransformer::make_cache).
   explicit KVCache(size_t layers = 0);
   // Empties every cache for a new batch.
@@ -161,6 +166,13 @@ class TransformerDecoderLayer : public Module {
   // x [B, T, E] -> [B, T, E]. With caches, x holds only the new step(s) and
   // the caches hold everything before.
   Tensor forward(const Tensor& x, const DecoderInputs& in, KVCache::Layer cache = {});
+  // forward's decode step (nn/inference.h) on the stream x [n, E] of the rows
+  // of `rows`: this layer's caches prepared (the self-attention's row
+  // reserved, t its length with this step; the cross-attention's filled);
+  // returns the new stream (x itself in pre-LN).
+  template <class T>
+  Tensor step_rows(StepState& s, const StepLayer& w, Tensor x, int64_t t, const PaddingRows& pad,
+                   KVCache::Layer cache, RowBlock rows) const;
   bool pre_ln;  // pre-LN (LayerNorm before each sublayer) or post-LN; from the config
   bool causal;  // the self-attention's causal mask (TransformerConfig::causal_decoder)
   // Masked (causal) self-attention over the target, with decoder_kv_heads() K/V heads.
@@ -219,6 +231,16 @@ class Seq2SeqTransformer : public Module {
   // With a cache, positions start at cache->length().
   Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& memory_key_padding_mask = Tensor(),
                 const Tensor& tgt_key_padding_mask = Tensor(), KVCache* cache = nullptr);
+  // One cached decoding step without the graph, the inference path
+  // (greedy_decode and beam_search take it): ids [B] (each row's newest
+  // token) -> logits [B, V_tgt], equal to decode()'s for the same cache.
+  // memory [B, S, E] is read on the cache's first step (the cross-attention's
+  // K/V); memory_key_padding_mask [B, S] b8 may be undefined. Needs grad mode
+  // off, eval mode, no attention observer, float contiguous weights and a
+  // position left below max_len: otherwise an error naming the failed
+  // condition. The cache must not outlive a weight update (reset() it).
+  Tensor decode_step(std::span<const int64_t> ids, KVCache& cache, const Tensor& memory,
+                     const Tensor& memory_key_padding_mask = Tensor());
   // Teacher forcing: src [B, S], tgt_in [B, T] -> logits [B, T, V_tgt], i.e.
   // decode(tgt_in, encode(src)); the masks are true at padding.
   Tensor forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_key_padding_mask = Tensor(),

@@ -1,9 +1,11 @@
-// The lean decoding step (nn/inference.h) against the training-graph forward:
-// logits of every step equal the teacher-forced full forward's, greedy and
-// beam search decode the same tokens as the graph (no cache: the whole prefix
-// through the ops each step), for the seq2seq model (pre-LN and post-LN, ReLU
-// and GELU, multi-head and grouped-query, padded sources) and the GPT; the
-// lean path is taken only when it applies; a step takes no new memory.
+// decode_step (nn/inference.h) against the training-graph forward: logits of
+// every step equal the graph's cached step and the teacher-forced full
+// forward's, greedy and beam search decode the same tokens as the graph (no
+// cache: the whole prefix through the ops each step), for the seq2seq model
+// (pre-LN and post-LN, ReLU and GELU, multi-head and grouped-query, padded
+// sources) and the GPT; decode()/forward() always run the graph, and
+// decode_step names the condition it needs when one fails; a step takes no
+// new memory.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -15,7 +17,6 @@
 #include <attograd/autograd/ops/elementwise.h>
 #include <attograd/nn/generate.h>
 #include <attograd/nn/gpt.h>
-#include <attograd/nn/inference.h>
 
 #include "test_util.h"
 
@@ -41,7 +42,7 @@ std::unique_ptr<Seq2SeqTransformer> model(const Variant& v, uint64_t seed) {
   c.d_ff = 48;
   c.enc_layers = 2;
   c.dec_layers = 2;
-  c.dropout = 0.1;  // eval mode turns it off; the lean step must too
+  c.dropout = 0.1;  // eval mode turns it off; the decode step must too
   c.max_len = 24;
   c.pre_ln = v.pre_ln;
   c.activation = v.act;
@@ -59,7 +60,7 @@ std::unique_ptr<Seq2SeqTransformer> model(const Variant& v, uint64_t seed) {
 // Three sources of length 5, the last two padded.
 const Tensor kSrc = ids({3, 4, 5, 6, 7, 8, 9, 3, 0, 0, 5, 4, 0, 0, 0}, {3, 5});
 
-class LeanSeq2Seq : public ::testing::TestWithParam<Variant> {};
+class DecodeStepSeq2Seq : public ::testing::TestWithParam<Variant> {};
 
 void check_steps_against_graph(const Variant& v, double tol) {
   auto m = model(v, 1);
@@ -71,24 +72,24 @@ void check_steps_against_graph(const Variant& v, double tol) {
   KVCache cache = m->make_cache(), graph_cache = m->make_cache();
   for (int64_t t = 0; t < 6; ++t) {
     const std::vector<int64_t> step = tgt.narrow(1, t, 1).to_vector<int64_t>();
-    const Tensor logits = lean_decode_step(*m, step, memory, kpm, cache);  // [3, 13]
-    GradModeGuard graph_mode(true);  // grad mode on: decode takes the graph
+    const Tensor logits = m->decode_step(step, cache, memory, kpm);  // [3, 13]
+    GradModeGuard graph_mode(true);  // the graph with its autograd records, as in training
     const Tensor graph = m->decode(tgt.narrow(1, t, 1), memory, kpm, Tensor(), &graph_cache).detach();
     expect_close(logits, graph.reshape({3, 13}), tol, tol);
     expect_close(logits, full.narrow(1, t, 1).reshape({3, 13}), 1e-5, 1e-5);
   }
   EXPECT_EQ(cache.length(), 6);
-  EXPECT_EQ(graph_cache.lean, nullptr);
+  EXPECT_EQ(graph_cache.step, nullptr);
 }
 
 // Each step's logits: equal to the graph's cached step, and within float
 // rounding of the teacher-forced full forward (whose GEMMs have B·T rows
-// instead of B, a last-bit difference). On OpenBLAS the lean step's products
+// instead of B, a last-bit difference). On OpenBLAS the decode step's products
 // give the graph's bits exactly. libxsmm's JIT kernels may round differently
-// per shape, and the lean step's packed q | k | v product has another shape
+// per shape, and the decode step's packed q | k | v product has another shape
 // than the graph's three, so on the default routing the two agree to float32
 // rounding (with G < H K/V heads: up to 7e-7 on logits of size 1-2).
-TEST_P(LeanSeq2Seq, StepLogitsEqualTheGraphForward) {
+TEST_P(DecodeStepSeq2Seq, StepLogitsEqualTheGraphForward) {
   for (const bool exact : {true, false}) {
     std::optional<GemmBackendGuard> openblas;
     if (exact) openblas.emplace(GemmBackend::openblas);
@@ -97,14 +98,14 @@ TEST_P(LeanSeq2Seq, StepLogitsEqualTheGraphForward) {
   }
 }
 
-TEST_P(LeanSeq2Seq, GreedyAndBeamDecodeTheGraphsTokens) {
+TEST_P(DecodeStepSeq2Seq, GreedyAndBeamDecodeTheGraphsTokens) {
   auto m = model(GetParam(), 2);
   const Tensor kpm = eq(kSrc, Tensor::zeros({}, DType::i64));
-  DecodeOptions lean{.max_len = 12, .bos_id = 1, .eos_id = 2, .use_cache = true};
-  DecodeOptions graph = lean;
+  DecodeOptions step{.max_len = 12, .bos_id = 1, .eos_id = 2, .use_cache = true};  // decode_step
+  DecodeOptions graph = step;
   graph.use_cache = false;
-  for (auto [a, b] : {std::pair{greedy_decode(*m, kSrc, kpm, lean), greedy_decode(*m, kSrc, kpm, graph)},
-                      std::pair{beam_search(*m, kSrc, kpm, lean, {.beam = 3}),
+  for (auto [a, b] : {std::pair{greedy_decode(*m, kSrc, kpm, step), greedy_decode(*m, kSrc, kpm, graph)},
+                      std::pair{beam_search(*m, kSrc, kpm, step, {.beam = 3}),
                                 beam_search(*m, kSrc, kpm, graph, {.beam = 3})}}) {
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) {
@@ -114,72 +115,84 @@ TEST_P(LeanSeq2Seq, GreedyAndBeamDecodeTheGraphsTokens) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, LeanSeq2Seq,
+INSTANTIATE_TEST_SUITE_P(Variants, DecodeStepSeq2Seq,
                          ::testing::Values(Variant{true, Activation::relu, std::nullopt, false},
                                            Variant{true, Activation::gelu, 2, true},
                                            Variant{false, Activation::relu, 1, false},
                                            Variant{false, Activation::gelu, std::nullopt, true}));
 
-TEST(LeanDecode, DecodeTakesTheLeanStepOnlyWhenItApplies) {
+// decode() is the graph whatever its arguments (it never fills the step's
+// state); decode_step refuses, naming the condition, what it cannot run.
+TEST(DecodeStep, DecodeIsTheGraphAndDecodeStepNamesWhatItNeeds) {
   auto m = model({true, Activation::relu, 2, false}, 3);
   const Tensor memory = [&] { NoGradGuard g; return m->encode(kSrc); }();
   const Tensor step = ids({1, 1, 1}, {3, 1});
+  const std::vector<int64_t> one{1, 1, 1};
   {
     KVCache cache = m->make_cache();
-    m->decode(step, memory, Tensor(), Tensor(), &cache);  // grad mode on: the graph
-    EXPECT_EQ(cache.lean, nullptr);
+    expect_error<ValueError>([&] { m->decode_step(one, cache, memory); }, {"grad mode is on", "NoGradGuard"});
   }
   NoGradGuard no_grad;
   {
     KVCache cache = m->make_cache();
     m->decode(ids({1, 4, 1, 5, 1, 6}, {3, 2}), memory, Tensor(), Tensor(), &cache);  // two tokens: the graph
-    EXPECT_EQ(cache.lean, nullptr);
-    const Tensor lean = m->decode(step, memory, Tensor(), Tensor(), &cache);  // then one: lean
-    EXPECT_NE(cache.lean, nullptr);
-    EXPECT_EQ(lean.shape(), (Shape{3, 1, 13}));
+    const Tensor graph = m->decode(step, memory, Tensor(), Tensor(), &cache);  // one token, grad off: still the graph
+    EXPECT_EQ(cache.step, nullptr);
+    EXPECT_EQ(graph.shape(), (Shape{3, 1, 13}));
+    const Tensor s = m->decode_step(one, cache, memory);  // the step continues the graph's cache
+    EXPECT_NE(cache.step, nullptr);
+    EXPECT_EQ(s.shape(), (Shape{3, 13}));
     cache.reset();
-    EXPECT_EQ(cache.lean, nullptr);
+    EXPECT_EQ(cache.step, nullptr);
   }
   {
     m->train();
     KVCache cache = m->make_cache();
-    m->decode(step, memory, Tensor(), Tensor(), &cache);
-    EXPECT_EQ(cache.lean, nullptr);
+    expect_error<ValueError>([&] { m->decode_step(one, cache, memory); }, {"training mode", "eval()"});
     m->eval();
   }
   {
     AttentionObserverGuard watch(*m, [](const std::string&) { return [](AttentionCall&) {}; });
     KVCache cache = m->make_cache();
-    m->decode(step, memory, Tensor(), Tensor(), &cache);
-    EXPECT_EQ(cache.lean, nullptr);
+    expect_error<ValueError>([&] { m->decode_step(one, cache, memory); },
+                             {"decoder.layers.0.self_attn", "observer", "decode()"});
+  }
+  {
+    KVCache cache(1);  // a one-layer cache for a two-layer decoder
+    expect_error<ValueError>([&] { m->decode_step(one, cache, memory); }, {"1 layers", "make_cache()"});
+  }
+  {
+    KVCache cache = m->make_cache();
+    for (int64_t t = 0; t < m->config.max_len; ++t) m->decode_step(one, cache, memory);
+    expect_error<ShapeError>([&] { m->decode_step(one, cache, memory); }, {"position 24", "24 positions"});
   }
 }
 
-TEST(LeanDecode, BadIdsAndMismatchedRowsAreErrors) {
+TEST(DecodeStep, BadIdsAndMismatchedRowsAreErrors) {
   auto m = model({true, Activation::relu, std::nullopt, false}, 4);
   NoGradGuard no_grad;
   const Tensor memory = m->encode(kSrc);
   KVCache cache = m->make_cache();
-  expect_error<IndexError>([&] { lean_decode_step(*m, std::vector<int64_t>{1, 13, 1}, memory, Tensor(), cache); },
+  expect_error<IndexError>([&] { m->decode_step(std::vector<int64_t>{1, 13, 1}, cache, memory); },
                            {"id 13", "out of range"});
   KVCache c2 = m->make_cache();
-  lean_decode_step(*m, std::vector<int64_t>{1, 1, 1}, memory, Tensor(), c2);
-  expect_error<ShapeError>([&] { lean_decode_step(*m, std::vector<int64_t>{1, 1}, memory, Tensor(), c2); },
+  m->decode_step(std::vector<int64_t>{1, 1, 1}, c2, memory);
+  expect_error<ShapeError>([&] { m->decode_step(std::vector<int64_t>{1, 1}, c2, memory.narrow(0, 0, 2)); },
                            {"do not match the cache", "reset()"});
 }
 
-TEST(LeanDecode, AStepTakesNoNewMemoryAfterWarmUp) {
+TEST(DecodeStep, AStepTakesNoNewMemoryAfterWarmUp) {
   auto m = model({true, Activation::gelu, 2, false}, 5);
   NoGradGuard no_grad;
   const Tensor memory = m->encode(kSrc);
   KVCache cache = m->make_cache();
   const std::vector<int64_t> step{4, 5, 6};
   Allocator& a = default_allocator();
-  for (int t = 0; t < 2; ++t) lean_decode_step(*m, step, memory, Tensor(), cache);  // packs weights, sizes buffers
+  for (int t = 0; t < 2; ++t) m->decode_step(step, cache, memory);  // packs weights, sizes buffers
   // The cache's first 16 rows and the scores' first 16 columns are already there.
   const size_t in_use = a.bytes_in_use(), held = a.bytes_in_use() + a.bytes_cached();
   for (int t = 2; t < 12; ++t) {
-    lean_decode_step(*m, step, memory, Tensor(), cache);
+    m->decode_step(step, cache, memory);
     EXPECT_EQ(a.bytes_in_use(), in_use) << "step " << t;
     EXPECT_EQ(a.bytes_in_use() + a.bytes_cached(), held) << "step " << t;
   }
@@ -194,7 +207,7 @@ TEST(LeanDecode, AStepTakesNoNewMemoryAfterWarmUp) {
 // cached step to float32 rounding: its products take all 40 rows at once, and
 // OpenBLAS rounds some rows differently with the row count (a last bit or
 // two), so the bit-for-bit agreement above holds up to 32 rows (one block).
-TEST(LeanDecode, RowBlocksGiveTheSameBitsOnOneAndTwoThreads) {
+TEST(DecodeStep, RowBlocksGiveTheSameBitsOnOneAndTwoThreads) {
   auto m = model({true, Activation::gelu, std::nullopt, false}, 7);
   NoGradGuard no_grad;
   constexpr int64_t B = 40, S = 5, steps = 5;
@@ -206,18 +219,18 @@ TEST(LeanDecode, RowBlocksGiveTheSameBitsOnOneAndTwoThreads) {
     for (int64_t b = 0; b < B; ++b) v[b] = (b * 5 + t * 3) % 13;
     return v;
   };
-  auto lean = [&](int threads) {
+  auto stepped = [&](int threads) {
     set_num_threads(threads);
     KVCache cache = m->make_cache();
     std::vector<std::vector<float>> out;
-    for (int64_t t = 0; t < steps; ++t) out.push_back(lean_decode_step(*m, step_ids(t), memory, Tensor(), cache).to_vector<float>());
+    for (int64_t t = 0; t < steps; ++t) out.push_back(m->decode_step(step_ids(t), cache, memory).to_vector<float>());
     return out;
   };
   const int before = num_threads();
   for (const bool exact : {true, false}) {
     std::optional<GemmBackendGuard> openblas;
     if (exact) openblas.emplace(GemmBackend::openblas);
-    const auto one = lean(1), two = lean(2);
+    const auto one = stepped(1), two = stepped(2);
     EXPECT_EQ(one, two) << (exact ? "openblas" : "default routing");
     if (!exact) continue;
     KVCache graph_cache = m->make_cache();
@@ -241,7 +254,7 @@ GPTConfig gpt_config() {
   return c;
 }
 
-TEST(LeanDecode, GPTStepsEqualTheGraphForwardAfterAPrompt) {
+TEST(DecodeStep, GPTStepsEqualTheGraphForwardAfterAPrompt) {
   Generator gen(6);
   GPT m(gpt_config(), gen);
   m.eval();
@@ -250,17 +263,22 @@ TEST(LeanDecode, GPTStepsEqualTheGraphForwardAfterAPrompt) {
   const Tensor full = m.forward(seq);  // [3, 7, 9], the graph
   KVCache cache = m.make_cache();
   expect_close(m.forward(seq.narrow(1, 0, 2), &cache), full.narrow(1, 0, 2), 1e-5, 1e-6);  // prompt: the graph
-  EXPECT_EQ(cache.lean, nullptr);
+  EXPECT_EQ(cache.step, nullptr);
   for (int64_t t = 2; t < 7; ++t) {
     const std::vector<int64_t> step = seq.narrow(1, t, 1).to_vector<int64_t>();
-    expect_close(lean_gpt_step(m, step, cache), full.narrow(1, t, 1).reshape({3, 9}), 1e-5, 1e-6);
+    expect_close(m.decode_step(step, cache), full.narrow(1, t, 1).reshape({3, 9}), 1e-5, 1e-6);
   }
-  EXPECT_NE(cache.lean, nullptr);
-  // GPT::forward takes the lean step for one token, returning [B, 1, V].
+  EXPECT_NE(cache.step, nullptr);
+  // GPT::forward with a cache stays the graph for one token too, returning [B, 1, V].
   KVCache c2 = m.make_cache();
   for (int64_t t = 0; t < 7; ++t)
     expect_close(m.forward(seq.narrow(1, t, 1), &c2), full.narrow(1, t, 1), 1e-5, 1e-6);
-  EXPECT_NE(c2.lean, nullptr);
+  EXPECT_EQ(c2.step, nullptr);
+  // And the step names what it needs: a position left in the context.
+  KVCache c3 = m.make_cache();
+  const std::vector<int64_t> row{1, 2, 3};
+  for (int64_t t = 0; t < m.config.context; ++t) m.decode_step(row, c3);
+  expect_error<ShapeError>([&] { m.decode_step(row, c3); }, {"GPT::decode_step", "position 10"});
 }
 
 }  // namespace

@@ -165,9 +165,10 @@ std::vector<int64_t> greedy(Seq2SeqTransformer& model, const Tensor& src, int64_
     const int64_t from = use_cache ? t : 0, width = t + 1 - from;
     for (int64_t b = 0; b < B; ++b)
       in.insert(in.end(), tokens.begin() + b * (len + 1) + from, tokens.begin() + b * (len + 1) + t + 1);
-    Tensor logits = model.decode(Tensor::from_vector(in, {B, width}), memory, Tensor(), Tensor(),
-                                 use_cache ? &cache : nullptr);  // [B, width, V]
-    const std::vector<float> last = logits.narrow(1, width - 1, 1).contiguous().to_vector<float>();
+    const std::vector<float> last =
+        use_cache ? model.decode_step(in, cache, memory).to_vector<float>()  // [B, V]
+                  : model.decode(Tensor::from_vector(in, {B, width}), memory).narrow(1, width - 1, 1).contiguous()
+                        .to_vector<float>();  // the last of [B, width, V]
     for (int64_t b = 0; b < B; ++b) {
       const float* row = last.data() + b * V;
       tokens[b * (len + 1) + t + 1] = std::max_element(row, row + V) - row;

@@ -42,11 +42,12 @@ int32_t sample_token(std::span<const float> logits, const SampleOptions& opt, Ge
 
 namespace {
 
-// Logits [V] of the last position after feeding ids into the cache.
+// Logits [V] of the last position after feeding ids into the cache: a
+// prompt through the graph, one token through the decode step.
 std::vector<float> feed(GPT& model, KVCache& cache, std::span<const int32_t> ids) {
-  const Tensor input = Tensor::from_vector(std::vector<int64_t>(ids.begin(), ids.end()),
-                                           {1, static_cast<int64_t>(ids.size())});
-  const Tensor logits = model.forward(input, &cache);  // [1, n, V]
+  const std::vector<int64_t> v(ids.begin(), ids.end());
+  if (v.size() == 1) return model.decode_step(v, cache).reshape({-1}).to_vector<float>();  // [1, V]
+  const Tensor logits = model.forward(Tensor::from_vector(v, {1, static_cast<int64_t>(v.size())}), &cache);  // [1, n, V]
   return logits.narrow(1, logits.size(1) - 1, 1).reshape({-1}).to_vector<float>();
 }
 
