@@ -11,7 +11,7 @@
 // vecmath.h's sets (1 SLEEF scalar, 2 AVX2, 3 AVX-512; a set this CPU lacks
 // is skipped).
 //
-// BM_gemm times gemm<float> itself on each library (openblas, blis, xsmm) at
+// BM_gemm times gemm<float> itself on each library (openblas, xsmm) at
 // the shapes the tiny and base models run, single-threaded and on the pool;
 // its numbers decide the routing table in autograd/backend/blas.cpp:
 //
@@ -244,7 +244,7 @@ void BM_gemm(benchmark::State& s) {
 // Projections x Wᵀ (NT), dx = grad W (NN), dW = gradᵀ x (TN).
 void gemm_shapes(benchmark::internal::Benchmark* bm) {
   for (int64_t threads : {1, 2})
-    for (GemmBackend backend : {GemmBackend::openblas, GemmBackend::blis, GemmBackend::xsmm}) {
+    for (GemmBackend backend : {GemmBackend::openblas, GemmBackend::xsmm}) {
       const auto lib = static_cast<int64_t>(backend);
       for (auto [t, d] : {std::pair<int64_t, int64_t>{16, 16}, {32, 32}, {64, 64}, {128, 64}}) {
         const int64_t heads = t <= 32 ? 256 : 64;
@@ -310,7 +310,6 @@ BENCHMARK(BM_gelu)->ArgNames({"backward", "tanh"})->ArgsProduct({{0, 1}, {0, 1}}
 BENCHMARK(BM_vecmath)->ArgNames({"fn", "set"})->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
-  ensure_fast_blas_kernel();
   blas_set_num_threads(1);
   benchmark::AddCustomContext("openblas_kernel", blas_corename());
   benchmark::Initialize(&argc, argv);

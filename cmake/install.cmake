@@ -48,21 +48,22 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/attogradConfigVersion.cma
 install(FILES ${PROJECT_BINARY_DIR}/attogradConfig.cmake ${PROJECT_BINARY_DIR}/attogradConfigVersion.cmake
         DESTINATION ${ATTOGRAD_CMAKE_DIR} COMPONENT dev)
 
-# attograd.pc. With static libraries OpenBLAS, SentencePiece, SLEEF and the thread library are
-# needed by every link, so they are plain Requires/Libs; a shared build
-# moves them to the .private fields.
-# libxsmm and BLIS (cmake/small_gemm.cmake) likewise; BLIS has no .pc file,
-# and -lopenblas goes before -lblis so that the BLAS names both export stay
-# OpenBLAS'.
+# attograd.pc. With static libraries SentencePiece, SLEEF, libxsmm, libdl
+# and the thread library are needed by every link, so they are plain
+# Requires/Libs; a shared build moves them to the .private fields. OpenBLAS
+# is in neither: the library loads it at run time (cmake/openblas.cmake).
+# libxsmm is spelled out as -lxsmm -lxsmmnoblas (cmake/small_gemm.cmake)
+# rather than required: pkg-config would move Requires' -lxsmm after our
+# -lxsmmnoblas, and the stubs must come after libxsmm to be linked.
 if(BUILD_SHARED_LIBS)
   set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json")
-  set(ATTOGRAD_PC_REQUIRES_PRIVATE "openblas sentencepiece sleef libxsmm")
+  set(ATTOGRAD_PC_REQUIRES_PRIVATE "sentencepiece sleef")
   set(ATTOGRAD_PC_LIBS_STATIC "")
-  set(ATTOGRAD_PC_LIBS_PRIVATE "-lopenblas -lblis -pthread")
+  set(ATTOGRAD_PC_LIBS_PRIVATE "-lxsmm -lxsmmnoblas -lrt -ldl -lm -pthread")
 else()
-  set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json openblas sentencepiece sleef libxsmm")
+  set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json sentencepiece sleef")
   set(ATTOGRAD_PC_REQUIRES_PRIVATE "")
-  set(ATTOGRAD_PC_LIBS_STATIC " -lopenblas -lblis -pthread")
+  set(ATTOGRAD_PC_LIBS_STATIC " -lxsmm -lxsmmnoblas -lrt -ldl -lm -pthread")
   set(ATTOGRAD_PC_LIBS_PRIVATE "")
 endif()
 # The prefix is found relative to the .pc file, so the file stays right

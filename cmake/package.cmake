@@ -16,9 +16,11 @@ set(CPACK_STRIP_FILES TRUE)  # the programs (static libraries are never stripped
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 # The -dev packages: a consumer compiles against their headers and links
 # their libraries (the installed targets and attograd.pc require them); they
-# pull in the runtime libraries the programs need (libopenblas0, libfmt9).
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, nlohmann-json3-dev, libsentencepiece-dev, libsleef-dev")
-string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libxsmm-dev, libblis-dev")  # the small-GEMM libraries (cmake/small_gemm.cmake)
+# pull in the runtime libraries the programs need (libfmt9). OpenBLAS is
+# loaded at run time (cmake/openblas.cmake), which dpkg-shlibdeps cannot
+# see, so its runtime package is named here.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas0, libfmt-dev, nlohmann-json3-dev, libsentencepiece-dev, libsleef-dev")
+string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libxsmm-dev")  # the small-GEMM library (cmake/small_gemm.cmake)
 if(ATTOGRAD_MPI)  # attograd::dist links MPI (find_dependency(MPI) in attogradConfig.cmake)
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libopenmpi-dev")
 endif()

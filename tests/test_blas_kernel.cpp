@@ -1,8 +1,17 @@
-// OpenBLAS kernel selection (autograd/backend/blas_kernel.h): the decision, CPUID
-// against the kernel's view of the CPU, and GEMM under the chosen kernel
-// against the naive reference at the model's shapes.
+// Loading OpenBLAS and choosing its kernel (autograd/backend/blas_kernel.h):
+// the decision and the warning as pure functions, CPUID against the kernel's
+// view of the CPU, this test program run again as a child in chosen
+// environments (no call of anything before its first GEMM, as in every
+// program), and GEMM under the chosen kernel against the naive reference at
+// the model's shapes.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -14,13 +23,12 @@
 #include <attograd/autograd/generator.h>
 #include <attograd/autograd/tensor.h>
 
+#include "test_util.h"
+
 using namespace attograd;
+using namespace attograd::testing;
 
 namespace {
-
-// Like every program, this test selects the kernel before anything else runs
-// (it may re-execute itself once here).
-const bool kKernelSelected = (ensure_fast_blas_kernel(), true);
 
 CpuFeatures features(bool avx2, bool avx512, bool bf16) {
   CpuFeatures f;
@@ -42,10 +50,44 @@ std::set<std::string> proc_cpu_flags() {
   return {};
 }
 
+bool same_core(const std::string& a, const std::string& b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
+}
+
+// What BlasKernel.ChildReport printed in a child run: "<key>=<value>" lines.
+struct ChildRun {
+  std::string kernel, environment;
+  int warnings = 0;
+  std::string err;
+};
+
+// This test program again, with `env_args` given to env(1) (OPENBLAS_CORETYPE
+// is always unset first: the environment here may set it), running only
+// BlasKernel.ChildReport.
+ChildRun run_child(const std::vector<std::string>& env_args) {
+  TempDir tmp("blas_kernel_child");
+  std::vector<std::string> args = {"-u", "OPENBLAS_CORETYPE", "ATTOGRAD_TEST_CHILD=1",
+                                   "ASAN_OPTIONS=verify_asan_link_order=0"};  // LD_PRELOAD under ASan
+  args.insert(args.end(), env_args.begin(), env_args.end());
+  args.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+  args.push_back("--gtest_filter=BlasKernel.ChildReport");
+  const ProgramOutcome r = run_program("env", args, tmp.path);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  ChildRun run;
+  for (const std::string& line : lines_of(r.out)) {
+    if (line.rfind("kernel=", 0) == 0) run.kernel = line.substr(7);
+    if (line.rfind("environment=", 0) == 0) run.environment = line.substr(12);
+  }
+  for (const std::string& line : lines_of(r.err)) run.warnings += line.rfind("attograd: warning: ", 0) == 0;
+  run.err = r.err;
+  return run;
+}
+
 }  // namespace
 
 TEST(BlasKernel, BestCoreFollowsTheFeatures) {
-  EXPECT_EQ(best_openblas_core(features(true, true, true)), "Cooperlake");
+  EXPECT_EQ(best_openblas_core(features(true, true, true)), "SkylakeX");  // Cooperlake: same sgemm, unknown name
   EXPECT_EQ(best_openblas_core(features(true, true, false)), "SkylakeX");
   EXPECT_EQ(best_openblas_core(features(true, false, false)), "Haswell");
   EXPECT_EQ(best_openblas_core(features(false, false, false)), "");
@@ -57,19 +99,39 @@ TEST(BlasKernel, GenericCores) {
     EXPECT_FALSE(is_generic_openblas_core(f)) << f;
 }
 
-TEST(BlasKernel, RequestsACoreOnlyForAGenericKernelWithoutAUserSetting) {
+TEST(BlasKernel, RequestsTheBestCoreUnlessTheUserChoseOrItIsTooLate) {
   const CpuFeatures zen5 = features(true, true, true);
-  EXPECT_EQ(openblas_core_to_request("Prescott", zen5, std::nullopt, true, false), "Cooperlake");
-  EXPECT_EQ(openblas_core_to_request("Prescott", features(true, true, false), std::nullopt, true, false), "SkylakeX");
-  EXPECT_EQ(openblas_core_to_request("Core2", features(true, false, false), std::nullopt, true, false), "Haswell");
-  // The user's choice stands, even a slow one.
-  EXPECT_EQ(openblas_core_to_request("Prescott", zen5, std::string("Prescott"), true, false), std::nullopt);
-  EXPECT_EQ(openblas_core_to_request("Prescott", zen5, std::string(""), true, false), std::nullopt);
-  // A recognised CPU, a static build, an old CPU, or a second try: nothing to do.
-  EXPECT_EQ(openblas_core_to_request("Haswell", zen5, std::nullopt, true, false), std::nullopt);
-  EXPECT_EQ(openblas_core_to_request("Prescott", zen5, std::nullopt, false, false), std::nullopt);
-  EXPECT_EQ(openblas_core_to_request("Prescott", features(false, false, false), std::nullopt, true, false), std::nullopt);
-  EXPECT_EQ(openblas_core_to_request("Prescott", zen5, std::nullopt, true, true), std::nullopt);
+  EXPECT_EQ(openblas_core_to_request(zen5, std::nullopt, false), "SkylakeX");
+  EXPECT_EQ(openblas_core_to_request(features(true, false, false), std::nullopt, false), "Haswell");
+  // The user's choice stands, even a slow one, even an empty one.
+  EXPECT_EQ(openblas_core_to_request(zen5, std::string("Prescott"), false), std::nullopt);
+  EXPECT_EQ(openblas_core_to_request(zen5, std::string(""), false), std::nullopt);
+  // OpenBLAS already loaded (its constructor has run), or an old CPU: nothing to ask.
+  EXPECT_EQ(openblas_core_to_request(zen5, std::nullopt, true), std::nullopt);
+  EXPECT_EQ(openblas_core_to_request(features(false, false, false), std::nullopt, false), std::nullopt);
+}
+
+TEST(BlasKernel, WarnsOfAGenericKernelSayingWhy) {
+  const CpuFeatures zen5 = features(true, true, true);
+  const auto warning = [&](OpenBlasLoad load) { return slow_kernel_warning(load, zen5).value_or(""); };
+  // A fast kernel, or a CPU with nothing better: silence.
+  EXPECT_EQ(slow_kernel_warning({.corename = "Cooperlake"}, zen5), std::nullopt);
+  EXPECT_EQ(slow_kernel_warning({.corename = "Haswell", .user_setting = "Haswell"}, zen5), std::nullopt);
+  EXPECT_EQ(slow_kernel_warning({.corename = "Prescott"}, features(false, false, false)), std::nullopt);
+  // Each cause of a generic kernel names itself and the core to ask for.
+  const std::string user = warning({.corename = "Prescott", .user_setting = "Prescott"});
+  for (const char* part : {"generic 'Prescott'", "supports 'SkylakeX'", "OPENBLAS_CORETYPE=Prescott is set",
+                           "OPENBLAS_CORETYPE=SkylakeX"})
+    EXPECT_TRUE(contains(user, part)) << user;
+  const std::string before = warning({.corename = "Prescott", .loaded_before = true});
+  for (const char* part : {"loaded before attograd", "OPENBLAS_CORETYPE=SkylakeX"})
+    EXPECT_TRUE(contains(before, part)) << before;
+  const std::string fixed = warning({.corename = "Core2", .dynamic_arch = false});
+  for (const char* part : {"generic 'Core2'", "not a DYNAMIC_ARCH build"})
+    EXPECT_TRUE(contains(fixed, part)) << fixed;
+  const std::string ignored = warning({.corename = "Prescott"});
+  EXPECT_TRUE(contains(ignored, "OPENBLAS_CORETYPE=SkylakeX was requested but did not take effect"))
+      << ignored;
 }
 
 TEST(BlasKernel, CpuidAgreesWithTheKernel) {
@@ -84,19 +146,75 @@ TEST(BlasKernel, CpuidAgreesWithTheKernel) {
   EXPECT_EQ(f.avx512_bf16, avx512 && flags.count("avx512_bf16") == 1);
 }
 
-// Unless the user chose a core, the selection leaves no generic kernel on a CPU
-// that supports a better one.
-TEST(BlasKernel, SelectedKernelIsNotGeneric) {
-  ASSERT_TRUE(kKernelSelected);
-  const char* user = std::getenv("OPENBLAS_CORETYPE");
-  const bool set_by_us = std::getenv("ATTOGRAD_SET_OPENBLAS_CORETYPE") != nullptr;
-  RecordProperty("corename", blas_corename());
-  if (user && !set_by_us) GTEST_SKIP() << "OPENBLAS_CORETYPE=" << user << " set by the user";
-  if (best_openblas_core(cpu_features()).empty()) GTEST_SKIP() << "CPU has no AVX2";
-  EXPECT_FALSE(is_generic_openblas_core(blas_corename())) << blas_corename();
+// The child's half of the tests below: two GEMMs with nothing called before
+// them, then the kernel and the environment as the library left it. On its
+// own it checks that the GEMM is right and OpenBLAS is loaded.
+TEST(BlasKernel, ChildReport) {
+  const std::vector<double> a = {1, 2, 3, 4, 5, 6}, b = {1, 0, 0, 1, 1, 1};  // [2, 3] @ [3, 2]
+  std::vector<double> out(4);
+  // A host that loaded OpenBLAS with its own kernel choice, then dropped the variable.
+  if (std::getenv("ATTOGRAD_TEST_CHILD_DROP_CORETYPE")) unsetenv("OPENBLAS_CORETYPE");
+  for (int i = 0; i < 2; ++i) gemm<double>(out.data(), a.data(), b.data(), 2, 2, 3, false, false, 3, 2, 2, 1.0, 0.0);
+  EXPECT_EQ(out, (std::vector<double>{4, 5, 10, 11}));
+  EXPECT_FALSE(blas_corename().empty());
+  if (!std::getenv("ATTOGRAD_TEST_CHILD")) return;
+  const char* env = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("kernel=%s\nenvironment=%s\n", blas_corename().c_str(), env ? env : "(unset)");
 }
 
-// GEMM through the selected kernel matches the naive kernel: rows B·T = 1024
+// With OPENBLAS_CORETYPE unset, a program that calls nothing first runs the
+// core the library asked for, the best the CPU supports (not a generic one),
+// and its environment is left as it was; nothing is printed. (On a CPU with
+// AVX512-BF16 OpenBLAS 0.3.21 on its own would say Cooperlake, so there the
+// kernel's name shows that the request took effect.)
+TEST(BlasKernel, AProgramGetsTheBestKernelWithNoCall) {
+  const std::string best = best_openblas_core(cpu_features());
+  if (best.empty()) GTEST_SKIP() << "CPU has no AVX2";
+  const ChildRun run = run_child({});
+  EXPECT_TRUE(same_core(run.kernel, best)) << run.kernel << " vs " << best;
+  EXPECT_FALSE(is_generic_openblas_core(run.kernel)) << run.kernel;
+  EXPECT_EQ(run.environment, "(unset)");
+  EXPECT_EQ(run.warnings, 0) << run.err;
+}
+
+// The user's OPENBLAS_CORETYPE stands: a fast one silently, a generic one with
+// one warning that names it (never silently slow).
+TEST(BlasKernel, TheUsersCoreStands) {
+  const std::string best = best_openblas_core(cpu_features());
+  if (best.empty()) GTEST_SKIP() << "CPU has no AVX2";
+  const ChildRun haswell = run_child({"OPENBLAS_CORETYPE=Haswell"});
+  EXPECT_TRUE(same_core(haswell.kernel, "Haswell")) << haswell.kernel;
+  EXPECT_EQ(haswell.environment, "Haswell");
+  EXPECT_EQ(haswell.warnings, 0) << haswell.err;
+  const ChildRun prescott = run_child({"OPENBLAS_CORETYPE=Prescott"});
+  EXPECT_TRUE(same_core(prescott.kernel, "Prescott")) << prescott.kernel;
+  EXPECT_EQ(prescott.warnings, 1) << prescott.err;
+  EXPECT_TRUE(contains(prescott.err, "OPENBLAS_CORETYPE=Prescott is set")) << prescott.err;
+}
+
+// OpenBLAS loaded into the process before the first GEMM (here by LD_PRELOAD,
+// with a generic kernel the child's environment no longer names): it is used
+// as it is, with one warning saying why, and nothing is requested.
+TEST(BlasKernel, WarnsWhenOpenBlasWasLoadedBefore) {
+  const std::string best = best_openblas_core(cpu_features());
+  if (best.empty()) GTEST_SKIP() << "CPU has no AVX2";
+  const ChildRun run = run_child({"LD_PRELOAD=libopenblas.so.0", "OPENBLAS_CORETYPE=Prescott",
+                                  "ATTOGRAD_TEST_CHILD_DROP_CORETYPE=1"});
+  EXPECT_TRUE(same_core(run.kernel, "Prescott")) << run.kernel;
+  EXPECT_EQ(run.environment, "(unset)");
+  EXPECT_EQ(run.warnings, 1) << run.err;
+  EXPECT_TRUE(contains(run.err, "loaded before attograd")) << run.err;
+}
+
+// attograd loads OpenBLAS locally: its BLAS names are not the process'.
+TEST(BlasKernel, OpenBlasStaysOutOfTheGlobalScope) {
+  EXPECT_FALSE(blas_corename().empty());
+  EXPECT_TRUE(contains(openblas_library_path(), "openblas")) << openblas_library_path();
+  for (const char* name : {"cblas_sgemm", "cblas_dgemm", "openblas_get_corename"})
+    EXPECT_EQ(dlsym(RTLD_DEFAULT, name), nullptr) << name;
+}
+
+// GEMM through the chosen kernel matches the naive kernel: rows B·T = 1024
 // of the base model, a K past the kernels' K blocking, odd sizes that leave
 // edge tiles, attention-score shapes; every transpose pairing, 1 and 2 threads.
 TEST(BlasKernel, GemmMatchesNaiveAtModelShapes) {

@@ -11,18 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include <cblas.h>
-
 #include <attograd/autograd/backend/blas_kernel.h>
 #include <attograd/autograd/backend/small_gemm.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/error.h>
-
-// OpenBLAS extensions; declared here too in case <cblas.h> is another vendor's.
-extern "C" {
-void openblas_set_num_threads(int num_threads);
-int openblas_get_num_threads(void);
-}
 
 namespace attograd {
 
@@ -30,10 +22,9 @@ namespace {
 
 std::atomic<GemmBackend> g_backend{GemmBackend::blas};
 
-constexpr std::array<std::pair<GemmBackend, std::string_view>, 5> kBackendNames = {{
+constexpr std::array<std::pair<GemmBackend, std::string_view>, 4> kBackendNames = {{
     {GemmBackend::blas, "blas"},
     {GemmBackend::openblas, "openblas"},
-    {GemmBackend::blis, "blis"},
     {GemmBackend::xsmm, "xsmm"},
     {GemmBackend::naive, "naive"},
 }};
@@ -46,13 +37,6 @@ void read_backend_from_env() {
   });
 }
 
-// OpenBLAS runs single-threaded: large products are split across attograd's
-// pool instead (see blas.h). Set once, when this layer is loaded.
-const bool g_blas_single_threaded = [] {
-  openblas_set_num_threads(1);
-  return true;
-}();
-
 void check_gemm_args(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, int64_t lda, int64_t ldb,
                      int64_t ldc) {
   if (M < 0 || N < 0 || K < 0) fail<ValueError>("gemm", "sizes must be >= 0, got M={} N={} K={}", M, N, K);
@@ -64,23 +48,10 @@ void check_gemm_args(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b
     fail<ValueError>("gemm", "leading dims too small: lda={} (needs >= {}), ldb={} (needs >= {}), ldc={} (needs >= {}) "
                      "for M={} N={} K={} trans_a={} trans_b={}", lda, need_a, ldb, need_b, ldc, need_c, M, N, K,
                      trans_a, trans_b);
-  constexpr int64_t kMax = std::numeric_limits<blasint>::max();
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();  // OpenBLAS' blasint (not the ILP64 build)
   if (std::max({M, N, K, lda, ldb, ldc}) > kMax)
     fail<ValueError>("gemm", "sizes M={} N={} K={} lda={} ldb={} ldc={} exceed the BLAS integer limit {}", M, N, K,
                      lda, ldb, ldc, kMax);
-}
-
-void cblas_gemm(float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
-                int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(M),
-              static_cast<blasint>(N), static_cast<blasint>(K), alpha, a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), beta, out, static_cast<blasint>(ldc));
-}
-void cblas_gemm(double* out, const double* a, const double* b, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
-                int64_t lda, int64_t ldb, int64_t ldc, double alpha, double beta) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(M),
-              static_cast<blasint>(N), static_cast<blasint>(K), alpha, a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), beta, out, static_cast<blasint>(ldc));
 }
 
 // A GEMM of at least this many multiply-adds is cut into up to kPieces pieces
@@ -125,8 +96,8 @@ void gemm_in_pieces(const Kernel& kernel, T* out, const T* a, const T* b, int64_
 // transposed b (libxsmm copies it transposed first, which stops paying off
 // above 1024×64×64). Measured per product with bench/ops_bench's BM_gemm on
 // Zen 4 (docs/performance.md): libxsmm 0.96-1.47x OpenBLAS' speed from the
-// per-head attention products up to 1024×256×1024; BLIS (its zen3 kernels)
-// never beat both others by more than noise, so no row routes to it.
+// per-head attention products up to 1024×256×1024. (BLIS, measured too, never
+// beat both others by more than noise and was dropped: docs/performance.md.)
 // OpenBLAS keeps the largest products, beyond what was measured. The first
 // row is decoding's per-head scores (one query row against t ≤ 128 cached
 // keys of width 32, work t·32): there libxsmm's copy of the transposed keys
@@ -144,7 +115,7 @@ constexpr std::array<GemmRoute, 4> kGemmRoutes = {{
     {std::numeric_limits<int64_t>::max(), GemmBackend::openblas, GemmBackend::openblas},
 }};
 
-// One single-threaded float call on library `lib` (openblas, blis or xsmm).
+// One single-threaded float call on library `lib` (openblas or xsmm).
 void library_gemm(GemmBackend lib, float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K,
                   bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
   if (lib == GemmBackend::xsmm) {
@@ -154,16 +125,13 @@ void library_gemm(GemmBackend lib, float* out, const float* a, const float* b, i
     }
     lib = GemmBackend::openblas;
   }
-  if (lib == GemmBackend::blis)
-    blis_gemm(out, a, b, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
-  else
-    cblas_gemm(out, a, b, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
+  openblas_gemm(out, a, b, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
 }
 
 // float64 has OpenBLAS only.
 void library_gemm(GemmBackend, double* out, const double* a, const double* b, int64_t M, int64_t N, int64_t K,
                   bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, double alpha, double beta) {
-  cblas_gemm(out, a, b, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
+  openblas_gemm(out, a, b, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
 }
 
 }  // namespace
@@ -181,7 +149,7 @@ GemmBackend parse_gemm_backend(std::string_view name) {
   for (const auto& [backend, n] : kBackendNames)
     if (n == name) return backend;
   fail<ValueError>("gemm", "unknown GEMM backend '{}' (from ATTOGRAD_GEMM or a flag); expected one of blas, openblas, "
-                   "blis, xsmm, naive; hint: blas routes each shape to the fastest library", name);
+                   "xsmm, naive; hint: blas routes each shape to the fastest library", name);
 }
 
 std::string_view gemm_backend_name(GemmBackend backend) {
@@ -233,7 +201,6 @@ void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
   }
   if (lib == GemmBackend::blas && std::is_same_v<T, float>)
     lib = routed_gemm_backend(M, N, K, trans_b, static_cast<float>(alpha), static_cast<float>(beta));
-  if (lib == GemmBackend::openblas || !std::is_same_v<T, float>) warn_if_slow_blas_kernel();
   if constexpr (std::is_same_v<T, float>) {
     // libxsmm reads b only as stored [K, N]: a transposed b is copied once here, not once per piece.
     thread_local std::vector<float> bt;
@@ -266,8 +233,8 @@ template void gemm_naive<double>(double*, const double*, const double*, int64_t,
 
 void blas_set_num_threads(int n) {
   if (n < 1) fail<ValueError>("blas_set_num_threads", "thread count must be >= 1, got {}", n);
-  openblas_set_num_threads(n);
+  openblas_set_threads(n);
 }
-int blas_num_threads() { return openblas_get_num_threads(); }
+int blas_num_threads() { return openblas_threads(); }
 
 }  // namespace attograd

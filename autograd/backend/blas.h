@@ -13,9 +13,9 @@
 // beta == 0 means out is write-only (its old contents, even NaN, are ignored).
 // Cost: 2·M·N·K flops.
 //
-// Backends with the same contract: OpenBLAS (cblas_sgemm/cblas_dgemm), the
-// small-GEMM libraries libxsmm and BLIS (small_gemm.h), and gemm_naive, a
-// plain loop kept as reference and fallback. By default (GemmBackend::blas)
+// Backends with the same contract: OpenBLAS (cblas_sgemm/cblas_dgemm, loaded
+// at its first use: blas_kernel.h), the small-GEMM library libxsmm
+// (small_gemm.h), and gemm_naive, a plain loop kept as reference and fallback. By default (GemmBackend::blas)
 // each float product goes to the library measured fastest for its shape class
 // (kGemmRoutes in blas.cpp; the measurements are in docs/performance.md);
 // float64 always goes to OpenBLAS' dgemm. Every library runs single-threaded:
@@ -23,8 +23,8 @@
 // attograd's thread pool (autograd/backend/threads.h).
 //
 // The backend's layers, each using only the ones below it:
-//   blas (this file) -> blas_kernel (OpenBLAS kernel choice), small_gemm
-//   (libxsmm, BLIS), threads (the pool); allocator (storage), on its own
+//   blas (this file) -> blas_kernel (loading OpenBLAS, its kernel choice),
+//   small_gemm (libxsmm), threads (the pool); allocator (storage), on its own
 #pragma once
 #include <cstdint>
 #include <string_view>
@@ -33,13 +33,13 @@
 
 namespace attograd {
 
-// blas: route by shape class (the default). openblas, blis, xsmm: every
-// float product to that library (xsmm: OpenBLAS where libxsmm has no kernel),
-// for tests and A/B runs. naive: the reference loop, float64 too.
-enum class GemmBackend { blas, openblas, blis, xsmm, naive };
+// blas: route by shape class (the default). openblas, xsmm: every float
+// product to that library (xsmm: OpenBLAS where libxsmm has no kernel), for
+// tests and A/B runs. naive: the reference loop, float64 too.
+enum class GemmBackend { blas, openblas, xsmm, naive };
 
 // Process-wide. The default is GemmBackend::blas, or what the environment
-// variable ATTOGRAD_GEMM names (blas, openblas, blis, xsmm or naive; empty is
+// variable ATTOGRAD_GEMM names (blas, openblas, xsmm or naive; empty is
 // unset), read at the first call of either function; another name is a
 // ValueError there.
 void set_gemm_backend(GemmBackend backend);
@@ -50,7 +50,7 @@ GemmBackend parse_gemm_backend(std::string_view name);
 std::string_view gemm_backend_name(GemmBackend backend);
 
 // The library GemmBackend::blas runs a float product of this shape on
-// (openblas, blis or xsmm; xsmm only where libxsmm has a kernel for it).
+// (openblas or xsmm; xsmm only where libxsmm has a kernel for it).
 GemmBackend routed_gemm_backend(int64_t M, int64_t N, int64_t K, bool trans_b, float alpha, float beta);
 
 // Sets the backend for a scope and restores the previous one.

@@ -1,48 +1,125 @@
 #include <attograd/autograd/backend/blas_kernel.h>
 
-#include <unistd.h>
+#include <dlfcn.h>
+#include <strings.h>
 
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
-#include <mutex>
-#include <vector>
 
+#include <cblas.h>
 #include <fmt/format.h>
+
+#include <attograd/autograd/error.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
-extern "C" {
-char* openblas_get_config(void);
-char* openblas_get_corename(void);
-}
+// The file the build found OpenBLAS in (cmake/openblas.cmake); tried after the soname.
+#ifndef ATTOGRAD_OPENBLAS_FILE
+#define ATTOGRAD_OPENBLAS_FILE "libopenblas.so"
+#endif
 
 namespace attograd {
 
 namespace {
 
-// Set (to the requested core) in the environment of the re-executed process.
-constexpr const char* kMarker = "ATTOGRAD_SET_OPENBLAS_CORETYPE";
+// OpenBLAS' soname in Debian, Fedora, Arch and conda alike; then the build's file.
+constexpr std::array<const char*, 2> kOpenBlasFiles = {"libopenblas.so.0", ATTOGRAD_OPENBLAS_FILE};
 
 std::optional<std::string> env(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::optional<std::string>(v) : std::nullopt;
 }
 
-bool blas_is_dynamic_arch() {
-  const char* cfg = openblas_get_config();
-  return cfg && std::strstr(cfg, "DYNAMIC_ARCH") != nullptr;
+// The loaded library and the functions attograd calls in it.
+struct OpenBlas {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  decltype(&cblas_dgemm) dgemm = nullptr;
+  void (*set_num_threads)(int) = nullptr;
+  int (*get_num_threads)() = nullptr;
+  OpenBlasLoad load;
+};
+
+// OpenBLAS if something in the process loaded it already, else nullptr.
+void* already_loaded_openblas() {
+  for (const char* file : kOpenBlasFiles)
+    if (void* handle = dlopen(file, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) return handle;
+  return nullptr;
 }
+
+// Local: OpenBLAS' BLAS names never become the process' (nor interpose on another BLAS).
+void* load_openblas_file() {
+  std::string errors;
+  for (const char* file : kOpenBlasFiles) {
+    if (void* handle = dlopen(file, RTLD_NOW | RTLD_LOCAL)) return handle;
+    errors += fmt::format("{}{}", errors.empty() ? "" : "; ", dlerror());
+  }
+  fail<Error>("openblas", "cannot load OpenBLAS, which every GEMM needs ({}); hint: apt install libopenblas0", errors);
+}
+
+template <class Fn>
+Fn symbol(void* handle, const char* name) {
+  void* p = dlsym(handle, name);
+  if (!p)
+    fail<Error>("openblas", "the loaded OpenBLAS has no function {}; expected OpenBLAS 0.3 or later; hint: apt install "
+                "libopenblas0", name);
+  return reinterpret_cast<Fn>(p);
+}
+
+OpenBlas load_openblas() {
+  const CpuFeatures cpu = cpu_features();
+  OpenBlas lib;
+  lib.load.user_setting = env("OPENBLAS_CORETYPE");
+  void* handle = already_loaded_openblas();
+  lib.load.loaded_before = handle != nullptr;
+  if (!handle) {
+    // OpenBLAS' constructor reads the variable during dlopen; afterwards the environment is the user's again.
+    const auto core = openblas_core_to_request(cpu, lib.load.user_setting, false);
+    if (core) setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
+    try {
+      handle = load_openblas_file();
+    } catch (...) {
+      if (core) unsetenv("OPENBLAS_CORETYPE");
+      throw;
+    }
+    if (core) unsetenv("OPENBLAS_CORETYPE");
+  }
+  lib.sgemm = symbol<decltype(&cblas_sgemm)>(handle, "cblas_sgemm");
+  lib.dgemm = symbol<decltype(&cblas_dgemm)>(handle, "cblas_dgemm");
+  lib.set_num_threads = symbol<void (*)(int)>(handle, "openblas_set_num_threads");
+  lib.get_num_threads = symbol<int (*)()>(handle, "openblas_get_num_threads");
+  const char* corename = symbol<char* (*)()>(handle, "openblas_get_corename")();
+  const char* config = symbol<char* (*)()>(handle, "openblas_get_config")();
+  lib.load.corename = corename ? corename : "";
+  lib.load.dynamic_arch = config && std::strstr(config, "DYNAMIC_ARCH") != nullptr;
+  // One thread from the load on, even in an OpenBLAS the program loaded: the pool splits large products (blas.h).
+  lib.set_num_threads(1);
+  if (const auto warning = slow_kernel_warning(lib.load, cpu))
+    fmt::print(stderr, "attograd: warning: {}\n", *warning);
+  return lib;
+}
+
+// Loaded at the first call, once (a failed load throws, and the next call tries again).
+const OpenBlas& openblas() {
+  static const OpenBlas lib = load_openblas();
+  return lib;
+}
+
+CBLAS_TRANSPOSE cblas_trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
 }  // namespace
 
-std::string blas_corename() {
-  const char* name = openblas_get_corename();
-  return name ? name : "";
+std::string blas_corename() { return openblas().load.corename; }
+
+OpenBlasLoad openblas_load() { return openblas().load; }
+
+std::string openblas_library_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(openblas().sgemm), &info) == 0 || !info.dli_fname) return "";
+  return info.dli_fname;
 }
 
 CpuFeatures cpu_features() {
@@ -67,8 +144,7 @@ CpuFeatures cpu_features() {
 }
 
 std::string best_openblas_core(const CpuFeatures& f) {
-  if (f.avx512 && f.avx512_bf16) return "Cooperlake";
-  if (f.avx512) return "SkylakeX";
+  if (f.avx512) return "SkylakeX";  // with BF16 too: see blas_kernel.h
   if (f.avx2 && f.fma) return "Haswell";
   return "";
 }
@@ -83,57 +159,51 @@ bool is_generic_openblas_core(const std::string& corename) {
   return false;
 }
 
-std::optional<std::string> openblas_core_to_request(const std::string& current, const CpuFeatures& f,
+std::optional<std::string> openblas_core_to_request(const CpuFeatures& f,
                                                     const std::optional<std::string>& user_setting,
-                                                    bool dynamic_arch, bool already_tried) {
-  if (user_setting || already_tried || !dynamic_arch) return std::nullopt;
-  if (!is_generic_openblas_core(current)) return std::nullopt;
+                                                    bool loaded_before) {
+  if (user_setting || loaded_before) return std::nullopt;
   const std::string best = best_openblas_core(f);
   if (best.empty()) return std::nullopt;
   return best;
 }
 
-void ensure_fast_blas_kernel() {
-  const auto core = openblas_core_to_request(blas_corename(), cpu_features(), env("OPENBLAS_CORETYPE"),
-                                             blas_is_dynamic_arch(), env(kMarker).has_value());
-  if (!core) return;
-  // argv as the kernel recorded it: NUL-separated.
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
-  for (size_t pos = 0; pos < cmdline.size();) {
-    const size_t end = cmdline.find('\0', pos);
-    args.push_back(cmdline.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
-    if (end == std::string::npos) break;
-    pos = end + 1;
-  }
-  if (args.empty()) return;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
-  setenv(kMarker, core->c_str(), 1);
-  std::fflush(nullptr);
-  execv("/proc/self/exe", argv.data());
-  // exec failed: carry on with the slow kernel; the first GEMM warns.
-  unsetenv("OPENBLAS_CORETYPE");
+std::optional<std::string> slow_kernel_warning(const OpenBlasLoad& load, const CpuFeatures& f) {
+  const std::string best = best_openblas_core(f);
+  if (!is_generic_openblas_core(load.corename) || best.empty()) return std::nullopt;
+  std::string why;
+  if (load.user_setting)
+    why = fmt::format("OPENBLAS_CORETYPE={} is set; hint: unset it, or set OPENBLAS_CORETYPE={}", *load.user_setting,
+                      best);
+  else if (load.loaded_before)
+    why = fmt::format("OpenBLAS was loaded before attograd needed it (the program or another library links it), so "
+                      "its kernel could no longer be chosen; hint: run with OPENBLAS_CORETYPE={}", best);
+  else if (!load.dynamic_arch)
+    why = "this OpenBLAS is not a DYNAMIC_ARCH build and cannot switch; hint: install Debian's libopenblas0-pthread";
+  else
+    why = fmt::format("OPENBLAS_CORETYPE={} was requested but did not take effect; hint: check that this OpenBLAS "
+                      "has that core", best);
+  return fmt::format("OpenBLAS runs its generic '{}' kernels although this CPU supports '{}' (several times faster on "
+                     "GEMM); {}", load.corename, best, why);
 }
 
-void warn_if_slow_blas_kernel() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const std::string current = blas_corename();
-    const std::string best = best_openblas_core(cpu_features());
-    if (!is_generic_openblas_core(current) || best.empty()) return;
-    const auto user = env("OPENBLAS_CORETYPE");
-    std::string why;
-    if (!blas_is_dynamic_arch()) why = "this OpenBLAS is not a DYNAMIC_ARCH build; hint: install Debian's libopenblas0-pthread";
-    else if (user && !env(kMarker)) why = fmt::format("OPENBLAS_CORETYPE={} is set", *user);
-    else why = fmt::format("hint: run with OPENBLAS_CORETYPE={}, or call attograd::ensure_fast_blas_kernel() first "
-                           "thing in main()", best);
-    fmt::print(stderr, "attograd: warning: OpenBLAS runs its generic '{}' kernels although this CPU supports '{}' "
-               "(several times faster); {}\n", current, best, why);
-  });
+void openblas_gemm(float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+                   bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
+  openblas().sgemm(CblasRowMajor, cblas_trans(trans_a), cblas_trans(trans_b), static_cast<blasint>(M),
+                   static_cast<blasint>(N), static_cast<blasint>(K), alpha, a, static_cast<blasint>(lda), b,
+                   static_cast<blasint>(ldb), beta, out, static_cast<blasint>(ldc));
 }
+
+void openblas_gemm(double* out, const double* a, const double* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+                   bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, double alpha, double beta) {
+  openblas().dgemm(CblasRowMajor, cblas_trans(trans_a), cblas_trans(trans_b), static_cast<blasint>(M),
+                   static_cast<blasint>(N), static_cast<blasint>(K), alpha, a, static_cast<blasint>(lda), b,
+                   static_cast<blasint>(ldb), beta, out, static_cast<blasint>(ldc));
+}
+
+void openblas_set_threads(int n) { openblas().set_num_threads(n); }
+int openblas_threads() { return openblas().get_num_threads(); }
+
+void ensure_fast_blas_kernel() {}
 
 }  // namespace attograd

@@ -5,7 +5,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include <blis.h>
 #include <libxsmm.h>
 
 namespace attograd {
@@ -34,16 +33,10 @@ XsmmCache& xsmm_cache() {
   return cache;
 }
 
-// Each library is set up at its first use only (libxsmm's registry takes about 12 MB).
+// Set up at the first use only (libxsmm's registry takes about 12 MB).
 void init_xsmm() {
   static std::once_flag once;
   std::call_once(once, [] { libxsmm_init(); });
-}
-
-void init_blis() {
-  static std::once_flag once;
-  // The pool splits large products (threads.h); BLIS never threads itself.
-  std::call_once(once, [] { bli_thread_set_num_threads(1); });
 }
 
 }  // namespace
@@ -97,14 +90,6 @@ void xsmm_transpose_b(float* bt, const float* b, int64_t N, int64_t K, int64_t l
     for (int64_t k0 = 0; k0 < K; k0 += kTile)
       for (int64_t j = j0, j1 = std::min(N, j0 + kTile); j < j1; ++j)
         for (int64_t k = k0, k1 = std::min(K, k0 + kTile); k < k1; ++k) bt[k * N + j] = b[j * ldb + k];
-}
-
-void blis_gemm(float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
-               bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
-  init_blis();
-  // Stored operands with row stride ld and column stride 1; BLIS applies the transposes.
-  bli_sgemm(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, M, N, K,
-            &alpha, const_cast<float*>(a), lda, 1, const_cast<float*>(b), ldb, 1, &beta, out, ldc, 1);
 }
 
 }  // namespace attograd

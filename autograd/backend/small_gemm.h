@@ -1,9 +1,9 @@
-// The small-GEMM libraries behind gemm<float>() (blas.h): libxsmm's JIT
-// kernels and BLIS. Both take blas.h's row-major contract
+// The small-GEMM library behind gemm<float>() (blas.h): libxsmm's JIT
+// kernels, with blas.h's row-major contract
 //
 //   out = alpha · op(a) @ op(b) + beta · out     out [M, N], op(a) [M, K], op(b) [K, N]
 //
-// and are single-threaded (the pool in threads.h runs them side by side).
+// on one thread each (the pool in threads.h runs them side by side).
 //
 // libxsmm generates one kernel per (M, N, K, leading dims, transposes, beta)
 // and keeps it; xsmm_kernel() looks it up in a per-thread cache first, so a
@@ -16,12 +16,10 @@
 // product at the shapes routed here). gemm<float>() makes that copy once
 // before it cuts a product into pieces; a kernel made for a transposed b
 // copies into a per-thread buffer on every call.
-// BLIS (bli_sgemm, the typed API with row and column strides) takes every
-// combination.
 //
-// Only these two files include libxsmm.h and blis.h. BLIS also exports
-// cblas_sgemm and sgemm_; attograd links OpenBLAS first, so those names stay
-// OpenBLAS' (tests/test_gemm_backends.cpp checks).
+// Only these two files include libxsmm.h. libxsmm's own BLAS fallback (which
+// attograd never calls) is linked to libxsmmnoblas' stubs: OpenBLAS is not
+// linked but loaded at run time (blas_kernel.h, cmake/small_gemm.cmake).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -62,9 +60,5 @@ size_t xsmm_cached_kernels();
 // bt [K, N] (row-major, ld N) = the stored b [N, K] (rows ldb apart) transposed,
 // in tiles: how a transposed b reaches a libxsmm kernel.
 void xsmm_transpose_b(float* bt, const float* b, int64_t N, int64_t K, int64_t ldb);
-
-// BLIS' sgemm on one thread, blas.h's contract.
-void blis_gemm(float* out, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
-               bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta);
 
 }  // namespace attograd

@@ -2,14 +2,12 @@
 #include <cmath>
 #include <numbers>
 
-#include <attograd/autograd/backend/blas_kernel.h>
 #include <attograd/autograd/ops.h>
 #include <attograd/nn/linear.h>
 #include <attograd/optim/adam.h>
 using namespace attograd;
 
 int main() {
-  ensure_fast_blas_kernel();  // first in every attograd program: OpenBLAS' fastest kernel for this CPU
   Tensor a = Tensor::from_list({1, 2, 3}, {3}).requires_grad_();  // a leaf: backward fills a.grad()
   Tensor y = sum(a * a);                                           // y = Σ a², recorded as a graph
   y.backward();                                                    // dy/da = 2a

@@ -9,7 +9,11 @@
 #     trains a step on the installed corpus (share/attograd/numbers);
 #   - examples/consumer builds with find_package(attograd) and runs (it
 #     gradchecks its own layer and trains it), and builds again with
-#     `pkg-config --cflags --libs attograd` alone, and runs.
+#     `pkg-config --cflags --libs attograd` alone, and runs;
+#   - so does examples/tour, the README's first program, which includes only
+#     installed headers and calls nothing before its first GEMM: with
+#     OPENBLAS_CORETYPE unset it prints its last line and nothing on stderr
+#     (no slow-kernel warning: the library picked OpenBLAS' kernel itself).
 # Usage: scripts/test.d/50-install.sh BUILD_DIR   (prints its figures)
 set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
@@ -72,6 +76,26 @@ cmake --build "$work/consumer" -j2 >> "$work/consumer.log"
 grep -q '^gradcheck passed' "$work/run.log"
 echo "find_package: consumer built and ran in $((SECONDS - start)) s: $(tail -1 "$work/run.log")"
 
+# The tour through find_package: a project around the unchanged examples/tour/main.cpp.
+start=$SECONDS
+mkdir -p "$work/tour-src"
+printf '%s\n' 'cmake_minimum_required(VERSION 3.20)' 'project(tour LANGUAGES CXX)' \
+  'find_package(attograd 0.1 CONFIG REQUIRED)' "add_executable(tour \"$src/examples/tour/main.cpp\")" \
+  'target_link_libraries(tour PRIVATE attograd::attograd)' > "$work/tour-src/CMakeLists.txt"
+cmake -S "$work/tour-src" -B "$work/tour" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" > "$work/tour.log"
+cmake --build "$work/tour" -j2 >> "$work/tour.log"
+check_tour() {  # check_tour BINARY: runs as a reader runs it, with no OPENBLAS_CORETYPE
+  env -u OPENBLAS_CORETYPE "$1" > "$work/tour_run.log" 2> "$work/tour_err.log" ||
+    { cat "$work/tour_run.log" "$work/tour_err.log" >&2; echo "install: the installed tour $1 failed" >&2; exit 1; }
+  grep -q '^gradcheck of tanh (backward vs finite differences): passed$' "$work/tour_run.log" ||
+    { cat "$work/tour_run.log" >&2; echo "install: the tour $1 did not finish" >&2; exit 1; }
+  if [[ -s $work/tour_err.log ]]; then
+    cat "$work/tour_err.log" >&2; echo "install: the tour $1 printed on stderr" >&2; exit 1
+  fi
+}
+check_tour "$work/tour/tour"
+echo "find_package: examples/tour built and ran in $((SECONDS - start)) s: $(tail -1 "$work/tour_run.log")"
+
 # The version rule (SameMinorVersion): 0.1 finds 0.1.x, the next minor release does not.
 version=$(sed -n 's/^#define ATTOGRAD_VERSION_STRING "\(.*\)"/\1/p' "$prefix/include/attograd/version.h")
 IFS=. read -r major minor _ <<< "$version"
@@ -95,3 +119,7 @@ read -ra flags < <(pkg-config --cflags --libs attograd)
 LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$work/scaled_tanh_pc" > "$work/run_pc.log"
 grep -q '^gradcheck passed' "$work/run_pc.log"
 echo "pkg-config: consumer built and ran in $((SECONDS - start)) s: $(tail -1 "$work/run_pc.log")"
+start=$SECONDS
+"$cxx" -std=c++20 -O2 "$src/examples/tour/main.cpp" "${flags[@]}" -o "$work/tour_pc"
+LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} check_tour "$work/tour_pc"
+echo "pkg-config: examples/tour built and ran in $((SECONDS - start)) s"

@@ -48,7 +48,7 @@ field() { dpkg-deb -f "$deb" "$1"; }
 [[ $(field Package) == attograd && $(field Version) == "$version" && $(field Architecture) == "$arch" ]] ||
   fail "control: Package/Version/Architecture are '$(field Package)' '$(field Version)' '$(field Architecture)'"
 depends=$(field Depends)
-for dep in libopenblas-dev libfmt-dev nlohmann-json3-dev libsentencepiece-dev libsleef-dev libxsmm-dev libblis-dev; do
+for dep in libopenblas0 libfmt-dev nlohmann-json3-dev libsentencepiece-dev libsleef-dev libxsmm-dev; do
   [[ ", $depends," == *", $dep,"* || ", $depends," == *", $dep ("* ]] || fail "Depends lacks $dep: $depends"
 done
 dpkg-deb -I "$deb" > "$work/info.txt"
