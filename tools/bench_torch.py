@@ -73,9 +73,10 @@ def cpu_flags():
 
 
 def best_core(flags):
+    # As autograd/backend/blas_kernel.h: SkylakeX for any AVX-512 CPU, since
+    # OpenBLAS 0.3.21 refuses OPENBLAS_CORETYPE=Cooperlake ("Core not found")
+    # and its Cooperlake adds only bf16 kernels to SkylakeX's sgemm/dgemm.
     avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags
-    if avx512 and "avx512_bf16" in flags:
-        return "Cooperlake"
     if avx512:
         return "SkylakeX"
     if {"avx2", "fma"} <= flags:
