@@ -182,10 +182,7 @@ void MultiHeadAttention::append_kv(const Tensor& key, const Tensor& value, Atten
 
 // heads [B, H·D] = per (b, h): softmax(scale · q_h K_gᵀ, padding -∞) V_g for
 // the rows b of `rows`. The R query heads of group g are rows of one [R, D]
-// matrix, so each group takes two GEMMs. With one query head per group
-// (R = 1) the scores are taken as the column K_g q_hᵀ [t, 1], the same t dot
-// products, where libxsmm runs the products: it would copy K_g transposed on
-// every call.
+// matrix, so each group takes two GEMMs.
 template <class T>
 void MultiHeadAttention::attend_rows(StepState& s, const T* q, int64_t ldq, const AttentionCache& c, int64_t t,
                                      const PaddingRows& pad, RowBlock rows) const {
@@ -197,17 +194,13 @@ void MultiHeadAttention::attend_rows(StepState& s, const T* q, int64_t ldq, cons
   T* scores = s.scores.data<T>();
   const int64_t lds = s.scores.size(1);
   T* heads = s.heads.data<T>();
-  const bool keys_first = R == 1 && step_uses_transposed(s.dtype, R, t, D, true, static_cast<double>(scale), 0.0);
   parallel_for(rows.n * G, 1, [&](int64_t first, int64_t last) {
     for (int64_t bg = first; bg < last; ++bg) {
       const int64_t b = rows.first + bg / G, g = bg % G;
       T* p = scores + b * lds + g * R * t;  // P [R, t] = scale · Q Kᵀ, then the padding and the softmax row by row
       const T* qg = q + b * ldq + g * R * D;
       const T* Kg = K + b * sb + g * sg;
-      if (keys_first)
-        gemm<T>(p, Kg, qg, t, 1, D, false, true, ld, D, 1, scale, T(0));
-      else
-        gemm<T>(p, qg, Kg, R, t, D, false, true, D, ld, t, scale, T(0));
+      gemm<T>(p, qg, Kg, R, t, D, false, true, D, ld, t, scale, T(0));
       for (int64_t r = 0; r < R; ++r) {
         T* row = p + r * t;
         if (pad.data)

@@ -3,9 +3,7 @@
 
 #include <algorithm>
 #include <span>
-#include <type_traits>
 
-#include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/nn/linear.h>
@@ -108,14 +106,6 @@ void for_row_blocks(int64_t n, int64_t per_task, const std::function<void(RowBlo
     NoGradGuard no_grad;  // grad mode is per thread
     for (int64_t i = first; i < last; ++i) f(RowBlock{i * n / blocks, (i + 1) * n / blocks - i * n / blocks});
   });
-}
-
-bool step_uses_transposed(DType dtype, int64_t M, int64_t N, int64_t K, bool trans_b, double alpha, double beta) {
-  if (dtype != DType::f32) return false;
-  const auto a = static_cast<float>(alpha), b = static_cast<float>(beta);
-  const GemmBackend lib = gemm_backend();
-  return lib == GemmBackend::xsmm ||
-         (lib == GemmBackend::blas && routed_gemm_backend(M, N, K, trans_b, a, b) == GemmBackend::xsmm);
 }
 
 PaddingRows padding_rows(const Tensor& kpm) {

@@ -51,8 +51,9 @@ void check_decode_step(const Module& model, const char* op, const KVCache& cache
 // A linear layer as a decode step multiplies by it: w [O, I] (several layers'
 // weights stacked along O for the packed q | k | v), wt = wᵀ [I, O], b [O].
 // wt exists because libxsmm reads a transposed operand only through a per-call
-// copy; it is made on a cache's first step, so a KVCache must not outlive an
-// update of the weights (reset() it after one).
+// copy (the GEMM layer picks the operand: gemm_weight); it is made on a
+// cache's first step, so a KVCache must not outlive an update of the weights
+// (reset() it after one).
 struct StepLinear {
   // [O, I], the graph's operand (the layer's own weight when not stacked).
   Tensor w;
@@ -112,11 +113,6 @@ constexpr int64_t kRowsPerTask = 32;
 // as the cut allows, one pool task each, grad mode off in every task. A single
 // block runs inline, its loops on the pool as usual.
 void for_row_blocks(int64_t n, int64_t per_task, const std::function<void(RowBlock)>& f);
-
-// Whether the step multiplies by wᵀ rather than w for a product of this shape
-// (the GEMM layer would run it on libxsmm, which reads a transposed operand
-// only through a per-call copy). Always false for double.
-bool step_uses_transposed(DType dtype, int64_t M, int64_t N, int64_t K, bool trans_b, double alpha, double beta);
 
 // Where a key padding mask [B, S] (b8, any strides) keeps its entries; data null: no mask.
 struct PaddingRows {

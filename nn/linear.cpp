@@ -26,9 +26,8 @@ Linear::Linear(int64_t in, int64_t out, Generator& gen, bool with_bias, DType dt
 
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
 
-// Where libxsmm would run the product, it reads wᵀ untransposed; elsewhere it
-// takes the graph's operand W (OpenBLAS packs either form), so there the bits
-// stay the graph's.
+// The GEMM layer picks W or Wᵀ (gemm_weight): on OpenBLAS the graph's W, so
+// there the bits stay the graph's.
 template <class T>
 void Linear::forward_rows(T* out, const T* x, int64_t rows, const StepLinear& w) {
   const int64_t O = w.w.size(0), I = w.w.size(1);
@@ -37,10 +36,7 @@ void Linear::forward_rows(T* out, const T* x, int64_t rows, const StepLinear& w)
     const T* pb = w.b.data<T>();
     for (int64_t r = 0; r < rows; ++r) std::copy(pb, pb + O, out + r * O);
   }
-  if (step_uses_transposed(w.w.dtype(), rows, O, I, false, 1.0, beta))
-    gemm<T>(out, x, w.wt.data<T>(), rows, O, I, false, false, I, O, O, T(1), beta);
-  else
-    gemm<T>(out, x, w.w.data<T>(), rows, O, I, false, true, I, I, O, T(1), beta);
+  gemm_weight<T>(out, x, w.w.data<T>(), w.wt.data<T>(), rows, O, I, T(1), beta);
 }
 
 template void Linear::forward_rows<float>(float*, const float*, int64_t, const StepLinear&);

@@ -202,6 +202,11 @@ void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
   if (lib == GemmBackend::blas && std::is_same_v<T, float>)
     lib = routed_gemm_backend(M, N, K, trans_b, static_cast<float>(alpha), static_cast<float>(beta));
   if constexpr (std::is_same_v<T, float>) {
+    // One row by a transposed b on libxsmm (decoding's per-head scores q Kᵀ
+    // past 128 cached keys): the same N dot products as the column b · aᵀ
+    // [N, 1], which copies a's K values instead of all of b (one row: ldc is moot).
+    if (lib == GemmBackend::xsmm && trans_b && !trans_a && M == 1 && N > 1)
+      return gemm<T>(out, b, a, N, 1, K, false, true, ldb, lda, 1, alpha, beta);
     // libxsmm reads b only as stored [K, N]: a transposed b is copied once here, not once per piece.
     thread_local std::vector<float> bt;
     if (lib == GemmBackend::xsmm && trans_b && xsmm_supports(alpha, beta)) {
@@ -222,8 +227,26 @@ void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
     kernel(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
 }
 
+template <class T>
+void gemm_weight(T* out, const T* a, const T* w, const T* wt, int64_t M, int64_t N, int64_t K, T alpha, T beta) {
+  bool plain = false;  // whether the library would copy w transposed: then read wt
+  if constexpr (std::is_same_v<T, float>) {
+    const GemmBackend lib = gemm_backend();
+    plain = lib == GemmBackend::xsmm ||
+            (lib == GemmBackend::blas && routed_gemm_backend(M, N, K, false, alpha, beta) == GemmBackend::xsmm);
+  }
+  if (plain)
+    gemm<T>(out, a, wt, M, N, K, false, false, K, N, N, alpha, beta);
+  else
+    gemm<T>(out, a, w, M, N, K, false, true, K, K, N, alpha, beta);
+}
+
 template void gemm<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t,
                           int64_t, float, float);
+template void gemm_weight<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t, float,
+                                 float);
+template void gemm_weight<double>(double*, const double*, const double*, const double*, int64_t, int64_t, int64_t,
+                                  double, double);
 template void gemm<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, bool, bool, int64_t,
                            int64_t, int64_t, double, double);
 template void gemm_naive<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, bool, bool, int64_t,

@@ -70,6 +70,14 @@ template <class T>
 void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
           int64_t lda, int64_t ldb, int64_t ldc, T alpha, T beta);
 
+// out [M, N] = alpha · a [M, K] · wᵀ + beta · out for a weight w [N, K]
+// (rows K apart) of which the caller also keeps wt = wᵀ [K, N] (a decode
+// step's layers do): the layer reads wt where its library would otherwise copy
+// w transposed on every call (libxsmm), w elsewhere, so on OpenBLAS the bits
+// are gemm()'s with w.
+template <class T>
+void gemm_weight(T* out, const T* a, const T* w, const T* wt, int64_t M, int64_t N, int64_t K, T alpha, T beta);
+
 // The reference kernel: same contract, no argument checks, sums in double.
 template <class T>
 void gemm_naive(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
