@@ -38,17 +38,17 @@ inline Tensor tiny_ids(int64_t n, int64_t vocab) {
 
 // A model file as load_checkpoint reads one (IOError when malformed), its
 // tensors inside the file.
-inline Checkpoint model_checkpoint(std::string_view bytes) {
+inline app::Checkpoint model_checkpoint(std::string_view bytes) {
   SafetensorsData d = parse_safetensors(bytes, "fuzz");
   require_inside(d, bytes.size());
-  Checkpoint c;
-  c.meta = parse_checkpoint_meta(d.metadata, "fuzz");
+  app::Checkpoint c;
+  c.meta = app::parse_checkpoint_meta(d.metadata, "fuzz");
   c.model = std::move(d.tensors);
   return c;
 }
 
 // The elements the file's tensors hold.
-inline int64_t held_elements(const Checkpoint& c) {
+inline int64_t held_elements(const app::Checkpoint& c) {
   int64_t n = 0;
   for (const auto& [name, t] : c.model) n += t.numel();
   return n;
@@ -58,13 +58,13 @@ inline int64_t held_elements(const Checkpoint& c) {
 // position table the config asks for is no larger. The bound is on what the
 // file holds, not on the config's parameter count, so a config that lies
 // about its sizes still reaches the programs' own check (checkpoint_model.h).
-inline bool within_bound(const Checkpoint& c, int64_t table_elements) {
+inline bool within_bound(const app::Checkpoint& c, int64_t table_elements) {
   return held_elements(c) <= kMaxModelElements && table_elements <= kMaxModelElements;
 }
 
 // Builds c's model as a GPT and runs it; false when it is over the target's
 // bound (nothing built). An Error when the file does not hold a GPT.
-inline bool use_gpt(const Checkpoint& c) {
+inline bool use_gpt(const app::Checkpoint& c) {
   const GPTConfig cfg = GPTConfig::from_json(c.meta.config);
   if (!within_bound(c, cfg.context * cfg.d_model)) return false;
   const auto model = gpt_from_checkpoint(c);
@@ -76,7 +76,7 @@ inline bool use_gpt(const Checkpoint& c) {
 }
 
 // The same for a Seq2SeqTransformer.
-inline bool use_seq2seq(const Checkpoint& c) {
+inline bool use_seq2seq(const app::Checkpoint& c) {
   const TransformerConfig cfg = TransformerConfig::from_json(c.meta.config);
   if (!within_bound(c, cfg.max_len * cfg.d_model)) return false;
   const auto model = seq2seq_from_checkpoint(c);
@@ -88,7 +88,7 @@ inline bool use_seq2seq(const Checkpoint& c) {
 }
 
 inline void model(std::string_view bytes) {
-  Checkpoint c;
+  app::Checkpoint c;
   try {
     c = model_checkpoint(bytes);
   } catch (const IOError&) {

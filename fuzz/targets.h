@@ -132,11 +132,11 @@ inline void checkpoint(std::string_view bytes) {
   }
   require_inside(d, bytes.size());
   try {
-    parse_checkpoint_meta(d.metadata, "fuzz");
+    app::parse_checkpoint_meta(d.metadata, "fuzz");
   } catch (const IOError&) {
   }
   try {
-    parse_train_progress(d.tensors, "fuzz");
+    app::parse_train_progress(d.tensors, "fuzz");
   } catch (const IOError&) {
   }
 }

@@ -13,7 +13,7 @@
 
 namespace fs = std::filesystem;
 
-namespace attograd {
+namespace attograd::app {
 namespace {
 
 using testing::contains;
@@ -128,4 +128,4 @@ TEST_F(BackpropViewsCli, SvgOpensInHeadlessChromium) {
 }
 
 }  // namespace
-}  // namespace attograd
+}  // namespace attograd::app

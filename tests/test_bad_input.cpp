@@ -19,7 +19,7 @@
 
 namespace fs = std::filesystem;
 
-namespace attograd {
+namespace attograd::app {
 namespace {
 
 using testing::error_message;
@@ -247,4 +247,4 @@ TEST_F(BadInput, LoaderSpecificContentIsAnIOErrorWithTheLineOrKey) {
 }
 
 }  // namespace
-}  // namespace attograd
+}  // namespace attograd::app

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 
+#include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/io/safetensors.h>
 #include <attograd/autograd/ops/loss.h>
 #include <attograd/data/copy_task.h>
@@ -25,6 +26,7 @@
 #include "test_util.h"
 
 using namespace attograd;
+using namespace attograd::app;
 using attograd::testing::error_message;
 using attograd::testing::TempDir;
 namespace fs = std::filesystem;
@@ -552,7 +554,7 @@ TrainOptions resume_options(const std::string& dir, int64_t steps, uint64_t seed
 // `scramble` seeds the model init and dropout generator differently; a resumed
 // run must not depend on them.
 TrainSummary tiny_run(const TrainOptions& opt, bool scramble = false, int64_t d_model = 16) {
-  configure_threads(opt.threads);
+  set_num_threads(opt.threads);
   static const Vocab vocab = copy_task_vocab(6);
   CopyTaskDataset train_set(tiny_task(40));
   CopyTaskOptions held = tiny_task(16);

@@ -9,6 +9,7 @@
 #include "test_util.h"
 
 using namespace attograd;
+using namespace attograd::app;
 using attograd::testing::expect_error;
 
 namespace {

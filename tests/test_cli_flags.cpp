@@ -11,10 +11,11 @@
 #include <regex>
 #include <vector>
 
+#include <attograd/autograd/backend/threads.h>
 #include "examples/common/cli.h"
 #include "test_util.h"
 
-namespace attograd {
+namespace attograd::app {
 namespace {
 
 cxxopts::Options options() {
@@ -450,6 +451,48 @@ TEST(CliFlags, MoreThreadsThanCoresIsWarnedOnce) {
   EXPECT_EQ(tiny("copy_task", kTinyCopy, {"--threads", std::to_string(cores)}, tmp.path).err, "");
 }
 
+// --threads is applied where the flags are parsed (cli::parse_flags), so no
+// program or mode applies it by hand, and none can forget it.
+TEST(CliFlags, ThreadsSizesThePoolWhereTheFlagsAreParsed) {
+  const int before = num_threads();
+  parse({"--threads", "3"});
+  EXPECT_EQ(num_threads(), 3);
+  parse({"--threads", "1"});
+  EXPECT_EQ(num_threads(), 1);
+  parse({"--steps", "4"});  // no --threads given and none by default: the pool is left as it is
+  EXPECT_EQ(num_threads(), 1);
+  EXPECT_EQ(error_for({"--threads", "0"}), "flags: --threads must be in [1, 256], got 0");
+  set_num_threads(before);
+}
+
+// Every mode of every program honours --threads: past the cores, each one
+// warns before any of its own work (here, before it finds the flag or input
+// it refuses).
+TEST(CliFlags, EveryModeAppliesThreads) {
+  testing::TempDir tmp("cli_threads_modes");
+  const int cores = cli::usable_cores();
+  if (cores >= 256) GTEST_SKIP() << "256 usable cores: no --threads count exceeds them";
+  const std::string n = std::to_string(cores + 1), missing = tmp / "missing";
+  const std::string warning = fmt::format("warning: --threads {} exceeds the {} usable core{}; the run will be slower, "
+                                          "not faster\n", n, cores, cores == 1 ? "" : "s");
+  const std::vector<std::vector<std::string>> cases = {
+      {"copy_task", "train", "--steps", "0"},        {"copy_task", "eval", "--checkpoint", missing},
+      {"copy_task", "decode", "--checkpoint", missing}, {"translate", "train", "--steps", "0"},
+      {"translate", "eval", "--checkpoint", missing}, {"translate", "translate", "--checkpoint", missing},
+      {"lm", "train", "--steps", "0"},               {"lm", "sample", "--checkpoint", missing},
+      {"lm", "eval", "--checkpoint", missing},       {"heads_study", "--steps", "0"},
+  };
+  for (std::vector<std::string> args : cases) {
+    const std::string program = args[0];
+    args.erase(args.begin());
+    args.insert(args.end(), {"--threads", n});
+    SCOPED_TRACE(program + " " + args[0]);
+    const testing::ProgramOutcome r = testing::run_program(bin(program), args, tmp.path);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(r.err.starts_with(warning)) << r.err;
+  }
+}
+
 // W9: a bad ATTOGRAD_GEMM / ATTOGRAD_VECMATH fails before any work (here, before
 // lm finds that its text is missing); an empty one is unset.
 TEST(CliFlags, TheEnvironmentIsCheckedAtStartUp) {
@@ -531,4 +574,4 @@ TEST(CliFlags, DecodeNamesTheSymbolsAnUnknownOneIsNot) {
 }
 
 }  // namespace
-}  // namespace attograd
+}  // namespace attograd::app

@@ -320,6 +320,7 @@ TEST_F(HeadsStudy, KVBenchShrinksTheCacheByHOverG) {
 
 TEST_F(HeadsStudy, ConvertGqaPoolsTheDecoderKVProjections) {
   using namespace attograd;
+  using namespace attograd::app;
   TransformerConfig c;
   c.src_vocab = 7;
   c.tgt_vocab = 9;

@@ -11,7 +11,7 @@
 #include "examples/common/backprop_views.h"
 #include "test_util.h"
 
-namespace attograd {
+namespace attograd::app {
 namespace {
 
 const std::string kProgram = std::string(ATTOGRAD_BIN_DIR) + "/higher_order";
@@ -84,4 +84,4 @@ TEST(HigherOrderExample, BadFlagIsOneLineError) {
 }
 
 }  // namespace
-}  // namespace attograd
+}  // namespace attograd::app

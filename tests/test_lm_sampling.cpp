@@ -10,6 +10,7 @@
 #include "test_util.h"
 
 using namespace attograd;
+using namespace attograd::app;
 using namespace attograd::testing;
 
 namespace {

@@ -13,7 +13,7 @@
 
 namespace fs = std::filesystem;
 
-namespace attograd {
+namespace attograd::app {
 namespace {
 
 using testing::error_message;
@@ -108,4 +108,4 @@ TEST_F(ExplodingRun, DetectAnomalyNamesTheFirstOpAndItsInputShapes) {
 }
 
 }  // namespace
-}  // namespace attograd
+}  // namespace attograd::app

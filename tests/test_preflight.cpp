@@ -14,7 +14,7 @@
 
 namespace fs = std::filesystem;
 
-namespace attograd {
+namespace attograd::app {
 namespace {
 
 const std::string kData = std::string(ATTOGRAD_SOURCE_DIR) + "/data/numbers";
@@ -205,4 +205,4 @@ TEST(Preflight, LMStopsAModelTooBigBeforeAllocating) {
 }
 
 }  // namespace
-}  // namespace attograd
+}  // namespace attograd::app

@@ -11,7 +11,8 @@
 #include "test_util.h"
 
 using namespace attograd;
-using namespace attograd::heads;
+using namespace attograd::app;
+using namespace attograd::app::heads;
 using attograd::testing::expect_error;
 
 namespace {

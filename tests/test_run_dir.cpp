@@ -21,7 +21,7 @@
 
 namespace fs = std::filesystem;
 
-namespace attograd {
+namespace attograd::app {
 namespace {
 
 using testing::ProgramOutcome;
@@ -261,4 +261,4 @@ TEST_F(RunDir, SigintWithoutACheckpointDirSaysNothingWasWritten) {
 }
 
 }  // namespace
-}  // namespace attograd
+}  // namespace attograd::app

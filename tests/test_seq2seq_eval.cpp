@@ -7,7 +7,7 @@
 #include "examples/common/trainer.h"
 #include "test_util.h"
 
-namespace attograd {
+namespace attograd::app {
 namespace {
 
 // Two sentences of different target lengths: batched together, the shorter
@@ -45,4 +45,4 @@ TEST(Seq2SeqEvaluate, TheLossOfASentenceDoesNotDependOnThePaddingOfItsBatch) {
 }
 
 }  // namespace
-}  // namespace attograd
+}  // namespace attograd::app

@@ -12,7 +12,7 @@
 
 namespace fs = std::filesystem;
 
-namespace attograd {
+namespace attograd::app {
 namespace {
 
 const std::string kProgram = std::string(ATTOGRAD_BIN_DIR) + "/copy_task";
@@ -109,10 +109,24 @@ TEST_F(TrainerFlags, SkipGivesUpByDefault) {
 }
 
 }  // namespace
-}  // namespace attograd
+}  // namespace attograd::app
 
-namespace attograd {
+namespace attograd::app {
 namespace {
+
+// --on-nonfinite and --allreduce-order read their tables (train_choices.h),
+// as --optimizer does: an unknown name lists the known ones, the help every row.
+TEST_F(TrainerFlags, SettingFlagsReadTheirTables) {
+  testing::expect_one_line_error(run({"--on-nonfinite", "ignore"}), "copy_task",
+                                 "--on-nonfinite must be stop or skip, got 'ignore'");
+  testing::expect_one_line_error(run({"--allreduce-order", "sorted"}), "copy_task",
+                                 "--allreduce-order must be native or fixed, got 'sorted'");
+  const testing::ProgramOutcome help = testing::run_program(kProgram, {"train", "--help"}, dir_);
+  ASSERT_EQ(help.code, 0) << help.err;
+  const std::string flat = std::regex_replace(help.out, std::regex("\\s+"), " ");  // the help wraps its lines
+  for (const char* row : {"stop (", "skip (", "native (", "fixed ("}) EXPECT_NE(flat.find(row), std::string::npos) << row;
+  EXPECT_EQ(run({"--on-nonfinite", "skip", "--allreduce-order", "fixed", "--steps", "1", "--warmup", "0"}).code, 0);
+}
 
 TEST_F(TrainerFlags, KVHeadsTrainsAGroupedDecoderAndIsSavedInTheCheckpoint) {
   const std::string ck = dir_ + "/ck-gqa";
@@ -127,4 +141,4 @@ TEST_F(TrainerFlags, KVHeadsTrainsAGroupedDecoderAndIsSavedInTheCheckpoint) {
 }
 
 }  // namespace
-}  // namespace attograd
+}  // namespace attograd::app

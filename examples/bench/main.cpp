@@ -71,6 +71,7 @@
 #include "examples/common/trainer.h"
 
 using namespace attograd;
+using namespace attograd::app;
 using bench::BenchConfig;
 
 namespace {
@@ -87,12 +88,20 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Sizes the pool for one row of the --threads sweep (the list is bench's own,
+// so cli::parse_flags leaves it alone); the BLAS kernel's name for the row.
+std::string use_threads(int threads) {
+  cli::warn_if_oversubscribed(threads);
+  set_num_threads(threads);
+  return blas_corename();
+}
+
 std::string prefix(const std::string& mode, const BenchConfig& c, int threads, const std::string& kernel) {
   return fmt::format("bench framework=attograd mode={} config={} threads={} kernel={}", mode, c.name, threads, kernel);
 }
 
 void bench_train(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed) {
-  const std::string kernel = configure_threads(threads);
+  const std::string kernel = use_threads(threads);
   bench::Workload w = bench::make_workload(c, seed, {0, c.batch});
   optim::Adam opt(w.model->parameters());
   std::vector<double> ms;
@@ -114,7 +123,7 @@ void bench_train(const BenchConfig& c, int threads, int64_t warmup, int64_t step
 // A training step as the Trainer takes it in a world of N ranks; see the
 // header comment. In the world of one the reducer makes no call.
 void bench_data_parallel(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed) {
-  const std::string kernel = configure_threads(threads);
+  const std::string kernel = use_threads(threads);
   dist::Communicator& comm = dist::world();
   const int64_t n = comm.size(), share = c.batch / n;
   if (c.batch % n != 0)
@@ -179,7 +188,7 @@ std::vector<int64_t> greedy(Seq2SeqTransformer& model, const Tensor& src, int64_
 
 void bench_decode(const BenchConfig& c, int threads, int64_t batch, const std::vector<int64_t>& lengths,
                   int64_t repeats, int64_t no_cache_up_to, uint64_t seed) {
-  const std::string kernel = configure_threads(threads);
+  const std::string kernel = use_threads(threads);
   Generator gen(seed);
   Seq2SeqTransformer model(bench::seq2seq_config(c), gen, nullptr);
   model.eval();
@@ -210,7 +219,7 @@ void bench_decode(const BenchConfig& c, int threads, int64_t batch, const std::v
 
 // The step's GEMMs alone, timed like a training step; see the header comment.
 void bench_sgemm(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed) {
-  const std::string kernel = configure_threads(threads);
+  const std::string kernel = use_threads(threads);
   const std::vector<bench::StepGemm> gemms = bench::step_gemms(c);
   int64_t na = 0, nb = 0, nout = 0;
   for (const bench::StepGemm& g : gemms) {

@@ -11,7 +11,7 @@
 #include <attograd/autograd/io/safetensors.h>
 #include <attograd/autograd/engine.h>
 
-namespace attograd {
+namespace attograd::app {
 namespace {
 
 std::string escape(const std::string& s) {
@@ -194,4 +194,4 @@ void write_attention_pictures(const AttentionPictures& pics, const std::string& 
   write("index.html", html);
 }
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -1,3 +1,4 @@
+// The example programs' shared code (namespace attograd::app, never installed), not the library.
 // Attention pictures: one SVG heatmap per layer, head and attention kind
 // (encoder self, decoder self, cross; a GPT's causal self-attention), with the
 // tokens as axis labels, plus an index.html showing them all.
@@ -17,7 +18,7 @@
 #include <attograd/nn/gpt.h>
 #include <attograd/nn/transformer.h>
 
-namespace attograd {
+namespace attograd::app {
 
 struct AttentionMap {
   std::string kind;  // "enc-self", "dec-self", "cross" or "causal-self" (a GPT's)
@@ -47,4 +48,4 @@ std::string attention_svg(const AttentionMap& map);
 void write_attention_pictures(const AttentionPictures& pictures, const std::string& dir, const std::string& source,
                               const std::string& translation);
 
-}  // namespace attograd
+}  // namespace attograd::app

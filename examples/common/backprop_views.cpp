@@ -10,7 +10,7 @@
 
 #include <attograd/autograd/error.h>
 
-namespace attograd {
+namespace attograd::app {
 
 namespace {
 void write_file(const std::string& path, const std::string& text) {
@@ -69,4 +69,4 @@ std::vector<std::string> write_backprop_views(const BackpropViews& views, const 
   return lines;
 }
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -1,3 +1,4 @@
+// The example programs' shared code (namespace attograd::app, never installed), not the library.
 // What one training step's backward looked like, for the programs'
 // --graph-out and --trace-backward (trainer.h): the step's graph as Graphviz
 // DOT (and SVG when Graphviz's `dot` is on PATH), and the engine's trace.
@@ -8,7 +9,7 @@
 #include <attograd/autograd/graph_dot.h>
 #include <attograd/autograd/trace.h>
 
-namespace attograd {
+namespace attograd::app {
 
 struct BackpropViews {
   std::string graph_out;       // FILE.dot; "" for none
@@ -28,4 +29,4 @@ std::string find_on_path(const std::string& program);
 std::vector<std::string> write_backprop_views(const BackpropViews& views, const Tensor& loss,
                                               const BackwardTrace& trace, const TensorNames& names);
 
-}  // namespace attograd
+}  // namespace attograd::app

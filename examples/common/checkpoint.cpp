@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-namespace attograd {
+namespace attograd::app {
 
 namespace fs = std::filesystem;
 
@@ -545,4 +545,4 @@ void RunDirectory::record(const nlohmann::json& info) const {
   write_file_atomic(path, run.dump(1) + "\n");
 }
 
-}  // namespace attograd
+}  // namespace attograd::app

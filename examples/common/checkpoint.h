@@ -1,3 +1,4 @@
+// The example programs' shared code (namespace attograd::app, never installed), not the library.
 // Training checkpoints in the safetensors format, so PyTorch and other tools
 // read the weights directly.
 //
@@ -40,7 +41,7 @@
 #include <attograd/autograd/io/safetensors.h>
 #include <attograd/data/loader.h>
 
-namespace attograd {
+namespace attograd::app {
 
 struct CheckpointMeta {
   nlohmann::json config;  // model config
@@ -158,4 +159,4 @@ class RunDirectory {
   int lock_fd_ = -1;
 };
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -5,7 +5,7 @@
 #include <attograd/autograd/ops.h>
 #include "examples/common/memory_estimate.h"
 
-namespace attograd {
+namespace attograd::app {
 
 namespace {
 
@@ -111,4 +111,4 @@ std::string average_checkpoints(const std::string& dir, int64_t last) {
   return out;
 }
 
-}  // namespace attograd
+}  // namespace attograd::app

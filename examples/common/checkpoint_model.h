@@ -1,3 +1,4 @@
+// The example programs' shared code (namespace attograd::app, never installed), not the library.
 // The model a checkpoint holds, built as every program builds it (lm sample
 // and eval, copy_task eval and decode, translate, heads_study --inspect) and
 // as the model fuzz target does (fuzz/model_target.h): the config from the
@@ -14,7 +15,7 @@
 #include <attograd/nn/transformer.h>
 #include "examples/common/checkpoint.h"
 
-namespace attograd {
+namespace attograd::app {
 
 std::unique_ptr<GPT> gpt_from_checkpoint(const Checkpoint& c);
 std::unique_ptr<Seq2SeqTransformer> seq2seq_from_checkpoint(const Checkpoint& c);
@@ -27,4 +28,4 @@ std::unique_ptr<Seq2SeqTransformer> seq2seq_from_checkpoint(const Checkpoint& c)
 // IOError when their tensors differ in names or shapes (the average keeps the newest one's dtypes).
 std::string average_checkpoints(const std::string& dir, int64_t last);
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -20,13 +20,16 @@
 
 #include <attograd/dist/communicator.h>
 
+// Private headers, until their two calls have a public home: gemm_backend()
+// (the ATTOGRAD_GEMM check) and blas_corename() (compute_summary).
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/backend/vecmath.h>
 #include "examples/common/memory_estimate.h"
 #include "examples/common/preflight.h"
 
-namespace attograd::cli {
+namespace attograd::app::cli {
 
 namespace {
 
@@ -195,6 +198,18 @@ class CommandLine {
   std::vector<Given> given_;
 };
 
+// Every program and every mode parses its flags here, so --threads is applied
+// here, once, before any work; a program that sweeps thread counts (bench's
+// list, a text flag) applies them itself.
+void apply_threads_flag(cxxopts::Options& options, const cxxopts::ParseResult& r) {
+  const cxxopts::HelpOptionDetails* d = find_flag(options, "threads");
+  if (!d || d->is_boolean || d->is_container || !(d->has_default || r.count("threads"))) return;
+  if (const ValueKind kind = value_kind(options, *d); kind != ValueKind::integer && kind != ValueKind::natural) return;
+  const int threads = flag_in_range<int>(r, "threads", 1, 256);
+  warn_if_oversubscribed(threads);
+  set_num_threads(threads);
+}
+
 }  // namespace
 
 cxxopts::ParseResult parse_flags(cxxopts::Options& options, int argc, const char* const* argv) {
@@ -206,14 +221,17 @@ cxxopts::ParseResult parse_flags(cxxopts::Options& options, int argc, const char
   const std::vector<std::string> args = line.args(argc > 0 ? argv[0] : "program");
   std::vector<const char*> ptrs;
   for (const std::string& a : args) ptrs.push_back(a.c_str());
+  cxxopts::ParseResult r;
   try {
-    return options.parse(static_cast<int>(ptrs.size()), ptrs.data());
+    r = options.parse(static_cast<int>(ptrs.size()), ptrs.data());
   } catch (const cxxopts::exceptions::incorrect_argument_type&) {
     // Well formed but out of the type's range (2^63 for an int64_t, -1 for a uint64_t).
     for (const Given& g : line.given())
       if (!value_parses(options, *g.flag, g.value)) bad_value(*g.flag, value_kind(options, *g.flag), g.value);
     throw;
   }
+  apply_threads_flag(options, r);
+  return r;
 }
 
 std::optional<ModeAndFlags> parse_mode_and_flags(int argc, char** argv, const std::vector<std::string>& modes,
@@ -260,7 +278,6 @@ std::string out_of_memory() {
 }  // namespace
 
 int guarded_main(const char* program, const std::function<int()>& body) {
-  ensure_fast_blas_kernel();  // may re-execute the program once, with OPENBLAS_CORETYPE set
   // Past a file size limit (ulimit -f) a write then fails with EFBIG, which
   // the checkpoint writer reports like a full disk, instead of SIGXFSZ
   // killing the program mid-run.
@@ -334,6 +351,8 @@ void Progress::print(const std::string& line) {
   std::fflush(stdout);
 }
 
+std::string compute_summary() { return fmt::format("{} thread(s), BLAS kernel {}", num_threads(), blas_corename()); }
+
 int usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -362,4 +381,4 @@ std::string format_count(double n) {
   return fmt::format("{:.0f}", n);
 }
 
-}  // namespace attograd::cli
+}  // namespace attograd::app::cli

@@ -1,3 +1,4 @@
+// The example programs' shared code (namespace attograd::app, never installed), not the library.
 // What every attograd program shares on the command line: one clear line and
 // exit code 2 for any error, a live progress line, and small formatting helpers.
 #pragma once
@@ -12,7 +13,7 @@
 
 #include <attograd/autograd/error.h>
 
-namespace attograd::cli {
+namespace attograd::app::cli {
 
 // A program stopped at the user's request (a training run's SIGTERM or SIGINT,
 // trainer.h) after saying so: guarded_main prints "<program>: <what()>" on
@@ -27,9 +28,8 @@ class Stopped : public std::runtime_error {
   int code_;
 };
 
-// Selects OpenBLAS' fast kernel first (ensure_fast_blas_kernel, which may
-// re-execute the program once), checks ATTOGRAD_GEMM and ATTOGRAD_VECMATH
-// (a bad name fails before any work; an empty one is unset), then runs body()
+// Checks ATTOGRAD_GEMM and ATTOGRAD_VECMATH (a bad name fails before any
+// work; an empty one is unset), then runs body()
 // with SIGXFSZ ignored (so a file size limit is an IOError); any exception
 // becomes "<program>: error: <message>" on stderr and exit code 2 (running out
 // of memory too, with a hint naming the size flags). body's own return value
@@ -68,6 +68,9 @@ class Progress {
 //   "--steps expects an integer, got 'abc' (default 1500)", instead of
 //   cxxopts' "Argument 'abc' failed to parse" (or a silent 0.001).
 // Ranges are the caller's: flag_in_range below.
+// A --threads flag of one integer (every program's, in every mode) is applied
+// here: its value, in [1, 256], sizes the thread pool (set_num_threads, with
+// warn_if_oversubscribed), so no program applies it by hand.
 cxxopts::ParseResult parse_flags(cxxopts::Options& options, int argc, const char* const* argv);
 
 // "program [MODE] [--flags] [inputs...]": MODE is the first argument when it
@@ -96,6 +99,10 @@ T flag_in_range(const cxxopts::ParseResult& r, const char* flag, T lo, T hi) {
   return v;
 }
 
+// "2 thread(s), BLAS kernel Haswell": the thread pool as --threads sized it
+// (parse_flags) and the kernel family OpenBLAS runs, for the programs' banners.
+std::string compute_summary();
+
 // The cores this process may run on (sched_getaffinity; under mpirun, the
 // ones its rank is bound to): the programs' default --threads.
 int usable_cores();
@@ -108,4 +115,4 @@ void warn_if_oversubscribed(int threads);
 std::string format_duration(double seconds);  // "1:05" or "1:02:03"
 std::string format_count(double n);           // "45.1k", "1.2M"
 
-}  // namespace attograd::cli
+}  // namespace attograd::app::cli

@@ -11,12 +11,23 @@
 
 #include <attograd/autograd/error.h>
 #include <attograd/autograd/io/safetensors.h>
+#include <attograd/autograd/memory.h>
 
-namespace attograd {
+namespace attograd::app {
 
 namespace {
 
 constexpr double kFloatBytes = 4;
+
+// What one layer norm keeps per row of width E, under memory_options().
+double layer_norm_kept(double E) {
+  return memory_options().layer_norm == LayerNormSaves::output ? E : 2 * E;
+}
+
+// What one attention keeps per query row and head over `keys` keys.
+double attention_row_kept(double keys) {
+  return memory_options().attention == AttentionSaves::row_stats ? 2 : keys;
+}
 
 }  // namespace
 
@@ -24,10 +35,11 @@ MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batc
                                         int optimizer_buffers) {
   const double B = static_cast<double>(batch), S = static_cast<double>(src_len), T = static_cast<double>(tgt_len);
   const double E = static_cast<double>(c.d_model), F = static_cast<double>(c.d_ff), H = static_cast<double>(c.heads);
-  const double V = static_cast<double>(c.tgt_vocab);
-  const double enc_layer = B * S * (8 * E + F + H * S);
-  const double dec_layer = B * T * (12 * E + F + H * (T + S)) + B * S * 2 * E;
-  double elements = B * (S + T) * 3 * E + static_cast<double>(c.enc_layers) * enc_layer +
+  const double V = static_cast<double>(c.tgt_vocab), ln = layer_norm_kept(E);
+  const double enc_layer = B * S * (2 * ln + 4 * E + F + H * attention_row_kept(S));
+  const double dec_layer =
+      B * T * (3 * ln + 6 * E + F + H * (attention_row_kept(T) + attention_row_kept(S))) + B * S * 2 * E;
+  double elements = B * (S + T) * (E + ln) + static_cast<double>(c.enc_layers) * enc_layer +
                     static_cast<double>(c.dec_layers) * dec_layer + B * T * 2 * V + std::max(enc_layer, dec_layer);
   if (c.dropout > 0) elements *= 1.25;
   MemoryEstimate m;
@@ -43,8 +55,9 @@ MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batc
 MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch, int optimizer_buffers) {
   const double tokens = static_cast<double>(batch) * static_cast<double>(c.context);
   const double E = static_cast<double>(c.d_model), F = static_cast<double>(c.d_ff), H = static_cast<double>(c.heads);
-  const double V = static_cast<double>(c.vocab);
-  double elements = tokens * (4 * E + 3 * V + static_cast<double>(c.layers) * (11 * E + F + 2 * H));
+  const double V = static_cast<double>(c.vocab), T = static_cast<double>(c.context), ln = layer_norm_kept(E);
+  const double block = 2 * ln + 9 * E + F + H * attention_row_kept(T);
+  double elements = tokens * (3 * E + ln + 3 * V + static_cast<double>(c.layers) * block);
   if (c.dropout > 0) elements *= 1.25;
   MemoryEstimate m;
   m.parameters = c.parameter_count();
@@ -169,4 +182,4 @@ void check_memory_fits(const MemoryEstimate& e, std::optional<double> available,
                    format_bytes(*available), bound);
 }
 
-}  // namespace attograd
+}  // namespace attograd::app

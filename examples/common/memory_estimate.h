@@ -1,3 +1,4 @@
+// The example programs' shared code (namespace attograd::app, never installed), not the library.
 // How much memory a training run of the Seq2SeqTransformer needs, estimated
 // from its config before anything is allocated, so a run that cannot fit
 // stops at start-up instead of thrashing the machine.
@@ -12,27 +13,40 @@
 //   optimizer    k·P, k the parameter-sized buffers it keeps (AdamW and Adam
 //                2: the moments; SGD with momentum 1; train_choices.h)
 //   activations  what autograd saves in one forward for the backward, plus
-//                the backward's working set. Elements:
-//                  per source and target token  3E (the embedding, the stack's
-//                               final LayerNorm input and output)
-//                  encoder layer, per source token: 8E + F + H·S (LayerNorm
-//                               inputs and outputs, Q K V, the merged heads;
-//                               the ReLU output that the second linear also
-//                               reads; the softmax weights P [B, H, S, S])
-//                  decoder layer, per target token: 12E + F + H·(T + S)
+//                the backward's working set, as the memory policy in force
+//                saves it (memory_options(), autograd/memory.h). With N the
+//                elements a layer norm keeps per row (E by default, its
+//                output; 2E when it keeps its input too) and A(k) those an
+//                attention keeps per query row and head over k keys (2 by
+//                default, the row statistics; k with the probabilities):
+//                  per source and target token  E + N (the embedding, the
+//                               stack's final layer norm)
+//                  encoder layer, per source token: 2N + 4E + F + H·A(S)
+//                               (its two layer norms, Q K V, the merged
+//                               heads; the ReLU output that the second
+//                               linear also reads; the attention's part)
+//                  decoder layer, per target token: 3N + 6E + F + H·(A(T) + A(S))
 //                               (the same for self- and cross-attention), and
 //                               2E per source token (cross-attention K, V)
 //                  output       2V per target token (log-softmax, logits' gradient)
 //                  backward     one more layer's worth (the gradients in flight)
 //                with dropout > 0 all of it times 1.25 (the dropped copies
 //                and their 1-byte masks).
-// Not counted: the program and its libraries (peak RSS 9.5 MB for a model of
+// It adds every gradient to every activation, where the backward frees the
+// ones as it makes the others, so it errs high: against the allocator's
+// in-use peak over two AdamW steps on one thread (the test's measured_peak,
+// tests/test_memory_estimate.cpp), it is 1.12-1.40x for models of E 32-256,
+// 1-3 layers and batches of 16-64 rows of 16-64 tokens under the default
+// policy, 1.15-1.50x under "fast"; never below 1x in these.
+// Not counted: the program and its libraries (peak RSS 23 MB for a model of
 // a few kB), the data set, the evaluation pass (no gradients, so far less
 // than a training step), and the blocks the caching allocator keeps when batch
 // shapes vary (autograd/backend/allocator.h: at most the in-use peak plus 64 MiB).
-// Measured against peak RSS less those 9.5 MB, the estimate is 1.03-1.06x for
-// copy_task models of 0.2M to 15M parameters with batches of one shape, 0.63x
-// with lengths 5-48 (docs/reliability.md, "Checks before work is spent").
+// Against peak RSS less those 23 MB (copy_task, 1 thread, 3 steps, batches of
+// one shape): 1.03x (0.24M parameters, E 64, 32 rows of 24 tokens) and 1.05x
+// (5.5M parameters, E 256, 3+3 layers, 64 rows of 42 tokens), 1.10x for the
+// latter with ATTOGRAD_MEMORY=fast; 0.58x with lengths 5-48, whose changing
+// shapes the cache keeps (docs/reliability.md, "Checks before work is spent").
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -42,7 +56,7 @@
 #include <attograd/nn/gpt.h>
 #include <attograd/nn/transformer.h>
 
-namespace attograd {
+namespace attograd::app {
 
 struct MemoryEstimate {
   int64_t parameters = 0;
@@ -61,20 +75,19 @@ MemoryEstimate estimate_training_memory(const TransformerConfig& c, int64_t batc
 // lm's GPT, trained on batches of `batch` windows of c.context tokens.
 // Weights, gradients and optimizer state as above (P = c.parameter_count(),
 // plus the sinusoidal table context·E when positions are not learned);
-// activations, in elements, per token (B·T of them):
+// activations, in elements, per token (B·T of them), N and A(k) as above:
 //   embeddings   2E (the sum and its dropout input)
-//   per block    11E + F + 2H (LN1 input and output, Q K V, the merged heads,
-//                the projection and the residual sum; LN2's output, the MLP's
-//                hidden layer, its output and the residual sum; the attention
-//                keeps two row statistics per head, not its weights)
-//   final        2E (LNf input and output) and 3V (logits, log-softmax, their gradient)
+//   per block    2N + 9E + F + H·A(T) (LN1's input and LN2's; Q K V, the
+//                merged heads, the projection and the residual sum; the MLP's
+//                hidden layer, its output and the residual sum; the attention's part)
+//   final        E + N (LNf) and 3V (logits, log-softmax, their gradient)
 // with dropout > 0 all of it times 1.25, as above. The backward frees the
-// forward's as it goes, so no more is added for it. Measured (1 thread, 3
-// steps, --eval-size 1) against peak RSS less lm's 24 MB without a model: the
-// estimate is 0.91x (E 64, 2 layers, B·T 512), 0.99x (E 128, 4 layers,
-// B·T 4096), 1.00x (E 256, 4 layers, B·T 4096), 1.04x (E 96, 3 layers, V 1000)
-// and 1.18x with dropout 0.1. The evaluation pass, in batches of the same
-// size, adds up to about 0.2x in the caching allocator (see above).
+// forward's as it goes, so no more is added for it. Against the allocator's
+// in-use peak as above: 1.12-1.24x (E 64-256, 2-4 layers, B·T 512-1024,
+// V 100-1000) under the default policy, 1.10-1.18x under "fast". Against peak
+// RSS less lm's 34 MB without a model (1 thread, 3 steps): 1.03x (E 128,
+// 4 layers, B·T 4096). The evaluation pass, in batches of the same size, adds
+// up to about 0.2x in the caching allocator (see above).
 MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch, int optimizer_buffers = 2);
 
 // What this process may still allocate, in bytes: the least of MemAvailable
@@ -106,4 +119,4 @@ std::string format_bytes(double bytes);  // "512 B", "14.2 MB", "137.5 GB", "7.7
 uint64_t text_input_limit(std::optional<double> available);
 uint64_t text_input_limit();  // with memory_available()
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -14,7 +14,7 @@
 
 namespace fs = std::filesystem;
 
-namespace attograd {
+namespace attograd::app {
 
 void check_dir_writable(const std::string& dir, std::string_view what) {
   std::error_code ec;
@@ -89,4 +89,4 @@ std::string check_training_memory(const cxxopts::ParseResult& r, const GPTConfig
   return check_memory(r, estimate_training_memory(c, t.batch_size, optimizer_buffers(t)));
 }
 
-}  // namespace attograd
+}  // namespace attograd::app

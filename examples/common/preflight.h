@@ -1,3 +1,4 @@
+// The example programs' shared code (namespace attograd::app, never installed), not the library.
 // Checks a training program makes at start-up, before it spends any work:
 // that what it will write can be written, and that the run fits in memory.
 // Each failure is one clear error (exit code 2 through cli::guarded_main)
@@ -11,7 +12,7 @@
 #include "examples/common/memory_estimate.h"
 #include "examples/common/trainer.h"
 
-namespace attograd {
+namespace attograd::app {
 
 // Creates `dir` when missing, then writes and removes a small file in it.
 // IOError "<what>: cannot create directory D: reason" or "<what>: cannot write in D: reason".
@@ -36,4 +37,4 @@ std::string check_training_memory(const cxxopts::ParseResult& r, const Transform
 // The same for lm's GPT on batches of t.batch_size windows of c.context tokens.
 std::string check_training_memory(const cxxopts::ParseResult& r, const GPTConfig& c, const TrainOptions& t);
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -13,7 +13,7 @@
 #include <attograd/data/dataset.h>
 #include "examples/common/trainer.h"
 
-namespace attograd {
+namespace attograd::app {
 
 // ---- evaluation -------------------------------------------------------------------------------
 
@@ -212,7 +212,7 @@ class Seq2SeqTask : public TrainTask {
     const SliceDataset mine(heldout_, first, last - first);
     EvalOptions eo;
     eo.max_examples = last - first;
-    EvalResult e = mine.size() > 0 ? attograd::evaluate(model_, mine, eo, train_.options().pad_id) : EvalResult{};
+    EvalResult e = mine.size() > 0 ? app::evaluate(model_, mine, eo, train_.options().pad_id) : EvalResult{};
     if (comm_.size() > 1) e = merge_across_ranks(comm_, e);
     if (hooks_.add_metrics) hooks_.add_metrics(e);
     last_eval_ = e;
@@ -271,9 +271,9 @@ TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator>
                            const Dataset& heldout, const TrainOptions& opt, const TaskHooks& hooks) {
   Seq2SeqTask task(model, std::move(dropout_gen), train, heldout, hooks);
   TrainSummary s;
-  static_cast<RunSummary&>(s) = attograd::train(task, opt);
+  static_cast<RunSummary&>(s) = app::train(task, opt);
   s.last_eval = task.last_eval();
   return s;
 }
 
-}  // namespace attograd
+}  // namespace attograd::app

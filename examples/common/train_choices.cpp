@@ -5,7 +5,7 @@
 #include <attograd/optim/adam.h>
 #include <attograd/optim/sgd.h>
 
-namespace attograd {
+namespace attograd::app {
 
 namespace {
 
@@ -88,9 +88,21 @@ constexpr ScheduleChoice kSchedules[] = {
      }},
 };
 
+constexpr SettingChoice<OnNonfinite> kOnNonfinite[] = {
+    {"stop", "end the run; the last good checkpoint stays", OnNonfinite::stop},
+    {"skip", "skip the step, up to --max-consecutive-skips in a row", OnNonfinite::skip},
+};
+
+constexpr SettingChoice<dist::ReduceOrder> kReduceOrders[] = {
+    {"native", "MPI_Allreduce", dist::ReduceOrder::native},
+    {"fixed", "rank order; bit-identical on every rank and run", dist::ReduceOrder::fixed},
+};
+
 }  // namespace
 
 std::span<const OptimizerChoice> optimizer_choices() { return kOptimizers; }
 std::span<const ScheduleChoice> schedule_choices() { return kSchedules; }
+std::span<const SettingChoice<OnNonfinite>> nonfinite_choices() { return kOnNonfinite; }
+std::span<const SettingChoice<dist::ReduceOrder>> reduce_order_choices() { return kReduceOrders; }
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -1,6 +1,8 @@
+// The example programs' shared code (namespace attograd::app, never installed), not the library.
 // The optimizers and lr schedules a training program chooses by name
-// (--optimizer, --schedule): one table each, a row per choice with its name,
-// one line of help and a factory. The flags' help, their validation and the
+// (--optimizer, --schedule), and the settings --on-nonfinite and
+// --allreduce-order name: one table each, a row per choice with its name,
+// one line of help and a factory (or the setting). The flags' help, their validation and the
 // trainer all read these tables, so a new choice is a new row.
 #pragma once
 #include <memory>
@@ -14,7 +16,7 @@
 #include <attograd/optim/schedule.h>
 #include "examples/common/trainer.h"
 
-namespace attograd {
+namespace attograd::app {
 
 struct OptimizerChoice {
   std::string_view name;
@@ -34,6 +36,17 @@ struct ScheduleChoice {
 std::span<const OptimizerChoice> optimizer_choices();
 std::span<const ScheduleChoice> schedule_choices();
 
+// A flag whose names each stand for one setting: --on-nonfinite, --allreduce-order.
+template <class T>
+struct SettingChoice {
+  std::string_view name;
+  std::string_view help;
+  T value;
+};
+
+std::span<const SettingChoice<OnNonfinite>> nonfinite_choices();
+std::span<const SettingChoice<dist::ReduceOrder>> reduce_order_choices();
+
 // "a, b or c": the names in a table.
 template <class Choice>
 std::string choice_names(std::span<const Choice> table) {
@@ -52,6 +65,14 @@ std::string choice_help(std::string_view what, std::span<const Choice> table) {
   return s;
 }
 
+// The name of the row holding `value` (a flag's default); every value has a row.
+template <class T>
+std::string choice_name(std::span<const SettingChoice<T>> table, T value) {
+  for (const SettingChoice<T>& c : table)
+    if (c.value == value) return std::string(c.name);
+  fail<ValueError>("flags", "a setting with no name in its table");
+}
+
 // The row named `name`, else ValueError "flags: --<flag> must be a, b or c, got 'x'".
 template <class Choice>
 const Choice& find_choice(std::span<const Choice> table, std::string_view name, std::string_view flag) {
@@ -60,4 +81,4 @@ const Choice& find_choice(std::span<const Choice> table, std::string_view name, 
   fail<ValueError>("flags", "--{} must be {}, got '{}'", flag, choice_names(table), name);
 }
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -13,16 +13,14 @@
 
 #include <fmt/format.h>
 
-#include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/io/safetensors.h>
-#include <attograd/autograd/backend/threads.h>
 #include "examples/common/cli.h"
 #include "examples/common/train_choices.h"
 #include <attograd/optim/clip.h>
 #include <attograd/optim/schedule.h>
 
-namespace attograd {
+namespace attograd::app {
 
 // ---- flags ----------------------------------------------------------------------------------
 
@@ -73,8 +71,8 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("seed", "random seed (data, init, dropout)", cxxopts::value<uint64_t>()->default_value(std::to_string(d.seed)))
       ("threads", "compute threads (default: the cores this process may use; results are the same for any count)",
        cxxopts::value<int>()->default_value(std::to_string(d.threads)))
-      ("on-nonfinite", "on a NaN/Inf loss or gradient: stop (keep the last good checkpoint) or skip the step",
-       cxxopts::value<std::string>()->default_value("stop"))
+      ("on-nonfinite", choice_help("on a NaN/Inf loss or gradient", nonfinite_choices()),
+       cxxopts::value<std::string>()->default_value(choice_name(nonfinite_choices(), d.on_nonfinite)))
       ("max-consecutive-skips", "with --on-nonfinite skip: stop as stop does when more steps than this in a row are "
        "non-finite", cxxopts::value<int64_t>()->default_value(std::to_string(d.max_consecutive_skips)))
       ("detect-anomaly", "name the first op whose output or gradient becomes NaN/Inf")
@@ -83,8 +81,8 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("graph-collapse", "with --graph-out: draw identical layers once, with a count")
       ("trace-backward", "log the first step's backward node by node: a table on stdout, or JSON lines with "
        "--trace-backward=FILE", cxxopts::value<std::string>()->implicit_value("-")->default_value(""))
-      ("allreduce-order", "data-parallel (mpirun): how ranks add gradients: native (MPI_Allreduce) or fixed (rank "
-       "order; bit-identical on every rank and run)", cxxopts::value<std::string>()->default_value("native"))
+      ("allreduce-order", choice_help("data-parallel (mpirun): how ranks add gradients", reduce_order_choices()),
+       cxxopts::value<std::string>()->default_value(choice_name(reduce_order_choices(), d.allreduce_order)))
       ("samples", "sample decodes shown at the end", cxxopts::value<int64_t>()->default_value(std::to_string(d.samples)))
       ("quiet", "no progress line");
 }
@@ -157,26 +155,16 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   }
   t.seed = r["seed"].as<uint64_t>();
   t.threads = cli::flag_in_range<int>(r, "threads", 1, 256);
-  const std::string nf = r["on-nonfinite"].as<std::string>();
-  if (nf != "stop" && nf != "skip") fail<ValueError>("flags", "--on-nonfinite must be stop or skip, got '{}'", nf);
-  t.on_nonfinite = nf == "skip" ? OnNonfinite::skip : OnNonfinite::stop;
+  t.on_nonfinite = find_choice(nonfinite_choices(), r["on-nonfinite"].as<std::string>(), "on-nonfinite").value;
   t.max_consecutive_skips = cli::flag_in_range<int64_t>(r, "max-consecutive-skips", 1, int64_t{1} << 40);
   t.detect_anomaly = r.count("detect-anomaly") > 0;
   t.views = {r["graph-out"].as<std::string>(), r.count("graph-collapse") > 0, r["trace-backward"].as<std::string>()};
   if (t.views.graph_collapse && t.views.graph_out.empty()) fail<ValueError>("flags", "--graph-collapse needs --graph-out");
-  const std::string order = r["allreduce-order"].as<std::string>();
-  if (order != "native" && order != "fixed")
-    fail<ValueError>("flags", "--allreduce-order must be native or fixed, got '{}'", order);
-  t.allreduce_order = order == "fixed" ? dist::ReduceOrder::fixed : dist::ReduceOrder::native;
+  t.allreduce_order =
+      find_choice(reduce_order_choices(), r["allreduce-order"].as<std::string>(), "allreduce-order").value;
   t.samples = cli::flag_in_range<int64_t>(r, "samples", 0, 1000);
   t.quiet = r.count("quiet") > 0;
   return t;
-}
-
-std::string configure_threads(int threads) {
-  cli::warn_if_oversubscribed(threads);
-  set_num_threads(threads);
-  return blas_corename();
 }
 
 // ---- training -----------------------------------------------------------------------------------
@@ -675,4 +663,4 @@ RunSummary Trainer::finish() {
 
 RunSummary train(TrainTask& task, const TrainOptions& opt) { return Trainer(task, opt).run(); }
 
-}  // namespace attograd
+}  // namespace attograd::app

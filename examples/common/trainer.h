@@ -1,3 +1,4 @@
+// The example programs' shared code (namespace attograd::app, never installed), not the library.
 // The training loop every program shares (copy_task, translate, heads_study,
 // lm), over a TrainTask that gives the model, its batches, its loss and its
 // evaluation: an optimizer and an lr schedule chosen by name (the tables in
@@ -35,7 +36,7 @@
 #include <attograd/nn/module.h>
 #include <attograd/nn/transformer.h>
 
-namespace attograd {
+namespace attograd::app {
 
 enum class OnNonfinite { stop, skip };
 
@@ -73,7 +74,9 @@ struct TrainOptions {
   std::string init_from;
   int64_t stop_after = 0;         // stop (with a checkpoint) after this step; the schedule still spans `steps`
   uint64_t seed = 1;
-  int threads = cli::usable_cores();  // sched_getaffinity's cores; results are the same for any count
+  // sched_getaffinity's cores; results are the same for any count. For the
+  // banner and run records: cli::parse_flags has already sized the pool.
+  int threads = cli::usable_cores();
   OnNonfinite on_nonfinite = OnNonfinite::stop;
   int64_t max_consecutive_skips = 20;  // skip: more non-finite steps in a row than this stop the run as stop does
   bool detect_anomaly = false;
@@ -229,9 +232,4 @@ TrainSummary train_seq2seq(Seq2SeqTransformer& model, std::shared_ptr<Generator>
 std::unique_ptr<TrainTask> seq2seq_task(Seq2SeqTransformer& model, std::shared_ptr<Generator> dropout_gen,
                                         DataLoader& train, const Dataset& heldout, const TaskHooks& hooks);
 
-// Sets attograd's thread pool (GEMMs and parallel loops; see autograd/backend/threads.h),
-// warning once when it exceeds the usable cores (cli::warn_if_oversubscribed);
-// returns the BLAS kernel name.
-std::string configure_threads(int threads);
-
-}  // namespace attograd
+}  // namespace attograd::app

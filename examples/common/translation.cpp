@@ -14,7 +14,7 @@
 #include "examples/common/checkpoint_model.h"
 #include "examples/common/memory_estimate.h"
 
-namespace attograd {
+namespace attograd::app {
 
 namespace {
 
@@ -342,4 +342,4 @@ std::string metrics_line(const EvalResult& e) {
   return s;
 }
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -1,3 +1,4 @@
+// The example programs' shared code (namespace attograd::app, never installed), not the library.
 // Translation tasks as the programs share them: translate trains and serves
 // them, heads_study trains the number task many times.
 //
@@ -21,7 +22,7 @@
 #include <attograd/data/sentencepiece.h>
 #include "examples/common/trainer.h"
 
-namespace attograd {
+namespace attograd::app {
 
 struct TranslationTask {
   std::string corpus = "numbers";  // "numbers" or "text" (the file comment)
@@ -132,4 +133,4 @@ int64_t longest_sequence(const std::vector<const VectorDataset*>& sets);
 // "loss 0.0123  token accuracy 99.10%  exact match 97.30%  BLEU 98.12  chrF 99.01"
 std::string metrics_line(const EvalResult& e);
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/io/safetensors.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/data/copy_task.h>
@@ -21,6 +20,7 @@
 #include "examples/common/trainer.h"
 
 using namespace attograd;
+using namespace attograd::app;
 
 namespace {
 
@@ -169,7 +169,6 @@ int train(const cxxopts::ParseResult& r) {
   if (task.max_len + 2 > cfg.max_len)
     fail<ValueError>("flags", "--max-length {} needs --max-len >= {} (sequence + BOS/EOS)", task.max_len, task.max_len + 2);
   check_outputs_writable(opt);
-  const std::string kernel = configure_threads(opt.threads);
 
   const Vocab vocab = copy_task_vocab(task.num_symbols);
   cfg.src_vocab = cfg.tgt_vocab = vocab.size();
@@ -189,10 +188,10 @@ int train(const cxxopts::ParseResult& r) {
   DataLoader loader(train_set, lo);
 
   fmt::print("copy_task: {} {} symbols, lengths {}-{}, {} | model {} parameters (d_model {}, {}, {}+{} layers) | "
-             "{} | {} thread(s), BLAS kernel {}\n",
+             "{} | {}\n",
              task.reverse ? "reverse" : "copy", task.num_symbols, task.min_len, task.max_len,
              train_size > 0 ? fmt::format("{} training sequences", train_size) : std::string("endless training stream"),
-             model.num_parameters(), cfg.d_model, heads_summary(cfg), cfg.enc_layers, cfg.dec_layers, memory, opt.threads, kernel);
+             model.num_parameters(), cfg.d_model, heads_summary(cfg), cfg.enc_layers, cfg.dec_layers, memory, cli::compute_summary());
   if (r.count("verbose")) fmt::print("{}\n", static_cast<const Module&>(model));
 
   TaskHooks hooks;
@@ -233,7 +232,6 @@ void dump_batch(Seq2SeqTransformer& model, const Dataset& data, const std::strin
 }
 
 int eval(const cxxopts::ParseResult& r) {
-  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   const int64_t n = cli::flag_in_range<int64_t>(r, "eval-size", 1, 10'000'000);
   const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
   const std::string dump = r["dump-batch"].as<std::string>();
@@ -275,7 +273,6 @@ std::vector<int64_t> encode_symbols(const Vocab& v, const std::vector<std::strin
 }
 
 int decode(const cxxopts::ParseResult& r, std::vector<std::string> lines) {
-  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
   Loaded l = load_model(r["checkpoint"].as<std::string>());
   if (lines.empty())

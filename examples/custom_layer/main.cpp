@@ -23,6 +23,7 @@
 #include "rmsnorm.h"
 
 using namespace attograd;
+using namespace attograd::app;
 using namespace attograd::custom_layer;
 
 namespace {

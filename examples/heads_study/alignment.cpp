@@ -9,7 +9,7 @@
 #include <attograd/data/parallel.h>
 #include <attograd/data/tokenizer.h>
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 namespace {
 
@@ -300,4 +300,4 @@ std::string target_text(const AlignedSentence& s) {
   return make_tokenizer(number_target_tokenizer(s.lang))->join(tokens);
 }
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

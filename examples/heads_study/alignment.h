@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 // What a target token says. A token may have several roles: "onze" in 71 is
 // units, tens and sixty_plus; "vingt" in 25,000 is tens and thousands_group.
@@ -65,4 +65,4 @@ AlignedSentence align_number(int64_t number, const std::string& lang);
 std::string source_text(const AlignedSentence& s);
 std::string target_text(const AlignedSentence& s);
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

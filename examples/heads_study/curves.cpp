@@ -13,7 +13,7 @@
 #include <attograd/autograd/io/safetensors.h>
 #include "examples/heads_study/stats.h"
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 namespace {
 
@@ -55,7 +55,7 @@ class CurveTask : public TrainTask {
     EvalOptions eo;
     eo.decode = false;
     eo.max_examples = valid_.size();
-    const EvalResult e = attograd::evaluate(model_, valid_, eo);
+    const EvalResult e = app::evaluate(model_, valid_, eo);
     curve_.push_back({steps_, e.loss, 100 * e.token_accuracy});
     return curve_.back();
   }
@@ -349,7 +349,7 @@ RunSummary train_with_curve(Seq2SeqTransformer& model, std::shared_ptr<Generator
   const std::unique_ptr<TrainTask> inner = seq2seq_task(model, std::move(dropout_gen), train, valid, hooks);
   CurveTask task(*inner, model, valid, curve);
   task.measure();  // step 0: the untrained model
-  return attograd::train(task, opt);
+  return app::train(task, opt);
 }
 
 EvalResult score_split(Seq2SeqTransformer& model, const Translator& tr, const VectorDataset& data, int64_t n) {
@@ -443,7 +443,7 @@ std::vector<StepTiming> interleaved_step_times(const StudyOptions& o, const std:
       const VectorDataset one = first_n((*corpus)->valid, 1);
       const TaskHooks hooks = (*corpus)->translator.hooks();
       const std::unique_ptr<TrainTask> task = seq2seq_task(model, dropout, loader, one, hooks);
-      const RunSummary s = attograd::train(*task, to);
+      const RunSummary s = app::train(*task, to);
       t.ms.push_back(1e3 * s.step_seconds / static_cast<double>(to.steps));
     }
   for (StepTiming& t : timing) {
@@ -499,4 +499,4 @@ void write_curve_reports(const StudyOptions& o, const std::vector<RunResult>& ru
   write_file_atomic(o.out_dir + "/composition.md", composition_markdown(o, grid, runs));
 }
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

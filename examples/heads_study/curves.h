@@ -13,7 +13,7 @@
 
 #include "examples/heads_study/study.h"
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 // Trains as train_seq2seq does and records the learning curve: the
 // teacher-forced loss and token accuracy on the first curve_size valid
@@ -76,4 +76,4 @@ inline bool in_part(int64_t index, int64_t part, int64_t parts) { return index %
 void write_curve_reports(const StudyOptions& o, const std::vector<RunResult>& runs,
                          const std::vector<StepTiming>& timing);
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

@@ -12,7 +12,7 @@
 #include <attograd/autograd/io/safetensors.h>
 #include <attograd/nn/generate.h>
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 namespace {
 
@@ -315,4 +315,4 @@ std::vector<GqaResult> gqa_study(const StudyOptions& o, const GqaOptions& g, con
   return results;
 }
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

@@ -14,7 +14,7 @@
 
 #include "examples/heads_study/study.h"
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 struct GqaOptions {
   int64_t heads = 8;                        // H; every G divides it, G = H is the uptraining source
@@ -66,4 +66,4 @@ std::vector<GqaResult> gqa_study(const StudyOptions& o, const GqaOptions& g, con
 // README timings), for the plans the modes print.
 double seconds_per_step(const std::string& lang);
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

@@ -6,7 +6,7 @@
 #include <attograd/autograd/ops/loss.h>
 #include <attograd/autograd/ops/shape.h>
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 namespace {
 
@@ -218,4 +218,4 @@ std::vector<HeadImportance> head_importance(Seq2SeqTransformer& model, const std
   return out;
 }
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

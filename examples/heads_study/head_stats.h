@@ -14,7 +14,7 @@
 
 #include <attograd/nn/transformer.h>
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 struct HeadStat {
   std::string module;  // "decoder.layers.0.cross_attn"
@@ -106,4 +106,4 @@ struct HeadImportance {
 std::vector<HeadImportance> head_importance(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches,
                                             int64_t pad_id, const HeadMask& mask);
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

@@ -46,7 +46,8 @@
 #include "examples/heads_study/study.h"
 
 using namespace attograd;
-using namespace attograd::heads;
+using namespace attograd::app;
+using namespace attograd::app::heads;
 
 namespace {
 
@@ -179,10 +180,8 @@ int run(const cxxopts::ParseResult& r) {
   for (int64_t g : o.kv_groups)
     if (g < 1 || o.inspect_heads % g != 0)
       fail<ValueError>("flags", "--kv-heads {} does not divide the benchmarked heads {}", g, o.inspect_heads);
-  const int threads = cli::flag_in_range<int>(r, "threads", 1, 256);
-  o.training.threads = threads;
+  o.training.threads = r["threads"].as<int>();  // the pool is sized already (cli::parse_flags)
   const auto [part, parts] = r.count("part") ? part_flag(r["part"].as<std::string>()) : std::pair<int64_t, int64_t>{1, 1};
-  const std::string kernel = configure_threads(threads);
   check_dir_writable(o.out_dir, "out");
   GqaOptions gqa = r.count("quick") ? quick_gqa() : GqaOptions();
   MaskOptions mask = r.count("quick") ? quick_mask(o) : MaskOptions();
@@ -194,9 +193,9 @@ int run(const cxxopts::ParseResult& r) {
   auto elapsed = [&] { return cli::format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); };
   std::vector<std::string> budgets;
   for (const std::string& lang : o.langs) budgets.push_back(fmt::format("{} {}", lang, o.steps_for(lang)));
-  fmt::print("heads_study: langs {} | heads {} (constant D {}: {}) | {} seed(s) | steps {} | d_model {} | {} "
-             "thread(s), BLAS {}\n", fmt::join(o.langs, ","), fmt::join(o.heads, ","), o.head_width,
-             fmt::join(o.width_heads, ","), o.seeds, fmt::join(budgets, ", "), o.model.d_model, threads, kernel);
+  fmt::print("heads_study: langs {} | heads {} (constant D {}: {}) | {} seed(s) | steps {} | d_model {} | {}\n",
+             fmt::join(o.langs, ","), fmt::join(o.heads, ","), o.head_width,
+             fmt::join(o.width_heads, ","), o.seeds, fmt::join(budgets, ", "), o.model.d_model, cli::compute_summary());
 
   if (r.count("inspect")) {
     TrainedTranslator t = load_translator(r["inspect"].as<std::string>());

@@ -9,7 +9,7 @@
 #include <attograd/autograd/ops/attention.h>
 #include "examples/heads_study/gqa_study.h"
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 namespace {
 
@@ -123,4 +123,4 @@ std::string mask_study(const StudyOptions& o, const MaskOptions& m, const Corpus
   return md;
 }
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

@@ -15,7 +15,7 @@
 
 #include "examples/heads_study/study.h"
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 struct MaskOptions {
   int64_t heads = 4;                         // H of the trained pair
@@ -50,4 +50,4 @@ std::string mask_plan(const MaskOptions& m, const std::string& lang);
 // Returns the Markdown.
 std::string mask_study(const StudyOptions& o, const MaskOptions& m, const Corpus& corpus);
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

@@ -15,7 +15,7 @@
 #include <attograd/autograd/ops/loss.h>
 #include "examples/heads_study/head_stats.h"
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 std::string role_slot_name(int slot) {
   return slot == kContent ? "content" : role_name(static_cast<Role>(slot));
@@ -702,4 +702,4 @@ std::string roles_study(const StudyOptions& o, const Corpus& corpus, const std::
   return write_roles_report(o, lang, results);
 }
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

@@ -23,7 +23,7 @@
 #include "examples/heads_study/alignment.h"
 #include "examples/heads_study/study.h"
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 // Index of "content" in the per-role arrays: every token but connectors and <eos>.
 inline constexpr int kContent = kRoleCount;
@@ -159,4 +159,4 @@ struct RoleModel {
 // test sentences; writes roles-<lang>.md and .jsonl. Returns the Markdown.
 std::string roles_study(const StudyOptions& o, const Corpus& corpus, const std::vector<RoleModel>& models);
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

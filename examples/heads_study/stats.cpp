@@ -8,7 +8,7 @@
 #include <attograd/autograd/error.h>
 #include <attograd/autograd/generator.h>
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 namespace {
 
@@ -68,4 +68,4 @@ std::string show_interval(const Interval& i, int digits) {
   return fmt::format("{:.{}f} [{:.{}f}, {:.{}f}]", i.mean, digits, i.lo, digits, i.hi, digits);
 }
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 // The mean of n values and a confidence interval [lo, hi] around it.
 struct Interval {
@@ -44,4 +44,4 @@ std::optional<int64_t> steps_to_reach(const std::vector<CurvePoint>& curve, doub
 // "12.3 [11.0, 13.5]" with `digits` decimals.
 std::string show_interval(const Interval& i, int digits);
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

@@ -19,7 +19,7 @@
 #include "examples/heads_study/stats.h"
 #include <attograd/nn/generate.h>
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 namespace {
 
@@ -578,4 +578,4 @@ std::string convert_to_grouped_query(const std::string& checkpoint, int64_t kv_h
                      from.decoder_kv_heads() / kv_heads, out);
 }
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

@@ -13,7 +13,7 @@
 #include "examples/common/translation.h"
 #include "examples/heads_study/head_stats.h"
 
-namespace attograd::heads {
+namespace attograd::app::heads {
 
 struct StudyOptions {
   std::string data_dir = "data/numbers";
@@ -154,4 +154,4 @@ std::string kv_bench(const StudyOptions& o, const Corpus& corpus);
 // and the new config. Returns a one-line summary.
 std::string convert_to_grouped_query(const std::string& checkpoint, int64_t kv_heads, const std::string& out);
 
-}  // namespace attograd::heads
+}  // namespace attograd::app::heads

@@ -16,6 +16,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
 using namespace attograd;
+using namespace attograd::app;
 
 namespace {
 

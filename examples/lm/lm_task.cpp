@@ -9,7 +9,7 @@
 #include <attograd/autograd/ops/loss.h>
 #include <attograd/data/tokenizer.h>
 
-namespace attograd {
+namespace attograd::app {
 
 namespace {
 
@@ -124,4 +124,4 @@ std::optional<std::string> LMTask::restore_data_position(const TrainProgress& p)
   return std::nullopt;
 }
 
-}  // namespace attograd
+}  // namespace attograd::app

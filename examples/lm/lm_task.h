@@ -17,7 +17,7 @@
 #include <attograd/nn/gpt.h>
 #include "examples/common/trainer.h"
 
-namespace attograd {
+namespace attograd::app {
 
 struct LMEval {
   double loss = 0;           // mean cross-entropy per token (nats)
@@ -64,4 +64,4 @@ class LMTask : public TrainTask {
   LMEval last_eval_;
 };
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -30,6 +30,7 @@
 #include "examples/lm/sampling.h"
 
 using namespace attograd;
+using namespace attograd::app;
 
 namespace {
 
@@ -232,7 +233,6 @@ int train(const cxxopts::ParseResult& r) {
     check_training_memory(r, at_least, opt);
   }
   claim_checkpoint_dir(opt);  // before the directory's tokenizer is read or written
-  const std::string kernel = configure_threads(opt.threads);
 
   const std::string path = r["text"].as<std::string>();
   std::unique_ptr<LMTokenizer> tok;
@@ -254,15 +254,15 @@ int train(const cxxopts::ParseResult& r) {
   auto dropout_gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xd50u));
   GPT model(cfg, init_gen, dropout_gen);
   fmt::print("lm: {} | {} tokens ({} train, {} held out), tokenizer {} with {} tokens | model {} parameters "
-             "({} layers, d_model {}, {} heads, context {}) | {} | {} thread(s), BLAS kernel {}\n",
+             "({} layers, d_model {}, {} heads, context {}) | {} | {}\n",
              path.empty() ? std::string("fortunes") : path, data->ids().size(), data->train_tokens(),
              data->heldout_tokens(), tok->kind(), tok->vocab_size(), model.num_parameters(), cfg.layers, cfg.d_model,
-             cfg.heads, cfg.context, memory, opt.threads, kernel);
+             cfg.heads, cfg.context, memory, cli::compute_summary());
   fmt::print("unigram baseline: held-out loss {:.4f}\n", unigram_baseline(*data, cfg.vocab));
   std::fflush(stdout);
 
   LMTask task(model, *data, *tok, opt.batch_size, data_gen, dropout_gen, task_json(r, path, *tok, heldout));
-  const RunSummary s = attograd::train(task, opt);
+  const RunSummary s = app::train(task, opt);
   if (s.stopped_early) return 0;
   if (s.trained == 0) fmt::print("held-out at step {}: {}\n", s.steps, eval_summary(task.last_eval()));
   else
@@ -295,7 +295,6 @@ Loaded load_model(const std::string& path) {
 }
 
 int sample(const cxxopts::ParseResult& r) {
-  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   SampleOptions so;
   so.temperature = cli::flag_in_range<double>(r, "temperature", 0.0, 100.0);
   so.top_k = cli::flag_in_range<int64_t>(r, "top-k", 0, int64_t{1} << 31);
@@ -314,7 +313,6 @@ int sample(const cxxopts::ParseResult& r) {
 }
 
 int eval(const cxxopts::ParseResult& r) {
-  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   const int64_t batch = cli::flag_in_range<int64_t>(r, "batch-size", 1, 1 << 16);
   const int64_t windows = r.count("eval-size") ? cli::flag_in_range<int64_t>(r, "eval-size", 1, 10'000'000) : 0;
   Loaded l = load_model(r["checkpoint"].as<std::string>());

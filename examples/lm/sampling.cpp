@@ -6,7 +6,7 @@
 
 #include <attograd/autograd/engine.h>
 
-namespace attograd {
+namespace attograd::app {
 
 int32_t sample_token(std::span<const float> logits, const SampleOptions& opt, Generator& gen) {
   const char* op = "sample";
@@ -82,4 +82,4 @@ std::vector<int32_t> generate(GPT& model, const std::vector<int32_t>& prompt, co
   return std::vector<int32_t>(all.begin() + static_cast<std::ptrdiff_t>(prompt.size()), all.end());
 }
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -14,7 +14,7 @@
 #include <attograd/autograd/generator.h>
 #include <attograd/nn/gpt.h>
 
-namespace attograd {
+namespace attograd::app {
 
 struct SampleOptions {
   double temperature = 0.8;
@@ -33,4 +33,4 @@ int32_t sample_token(std::span<const float> logits, const SampleOptions& opt, Ge
 std::vector<int32_t> generate(GPT& model, const std::vector<int32_t>& prompt, const SampleOptions& opt, Generator& gen,
                               const std::function<void(int32_t)>& on_token = {});
 
-}  // namespace attograd
+}  // namespace attograd::app

@@ -40,6 +40,7 @@
 #include "examples/common/translation.h"
 
 using namespace attograd;
+using namespace attograd::app;
 
 namespace {
 
@@ -396,7 +397,6 @@ int train(const cxxopts::ParseResult& r) {
     if (!r.count("eval-every")) opt.eval_every = opt.steps / 3;
   }
   if (!corpus.manifest.empty()) fmt::print("{}", corpus.manifest);
-  const std::string kernel = configure_threads(opt.threads);
 
   const Translator tr = make_translator(r, corpus, opt);
   cfg.src_vocab = tr.src_vocab.size();
@@ -431,7 +431,7 @@ int train(const cxxopts::ParseResult& r) {
   claim_and_save(tr, opt);
 
   fmt::print("translate: {} -> {} ({}) | {} training pairs, vocab {} / {}, {} | model {} parameters (d_model {}, {}, "
-             "{}+{} layers) | {} | {} thread(s), BLAS kernel {}\n",
+             "{}+{} layers) | {} | {}\n",
              corpus.task.source, corpus.task.lang,
              corpus.task.is_text() ? fmt::format("{} subwords{}", tr.task.subword_kind, tr.task.joint() ? ", joint" : "")
              : corpus.task.tgt_tokenizer == "char" ? "character target tokens" : "word target tokens",
@@ -439,7 +439,7 @@ int train(const cxxopts::ParseResult& r) {
              max_tokens > 0 ? fmt::format("{} batches of at most {} tokens", loader.batches_per_epoch(), max_tokens)
                             : fmt::format("batches of {}", opt.batch_size),
              model.num_parameters(), cfg.d_model, heads_summary(cfg), cfg.enc_layers, cfg.dec_layers, memory,
-             opt.threads, kernel);
+             cli::compute_summary());
 
   TrainSummary s = train_seq2seq(model, dropout_gen, loader, valid_set, opt,
                                  tr.hooks(corpus.task.is_text() ? &corpus.valid.targets : nullptr));
@@ -530,7 +530,6 @@ ParallelText eval_split(const cxxopts::ParseResult& r, const TranslationTask& ta
 }
 
 int eval(const cxxopts::ParseResult& r) {
-  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   const int64_t n = cli::flag_in_range<int64_t>(r, "eval-size", 1, 1'000'000'000);
   const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
   const double alpha = cli::flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
@@ -627,7 +626,6 @@ std::vector<int64_t> encode_line(const Translator& tr, const std::string& line, 
 }
 
 int translate(const cxxopts::ParseResult& r, const std::vector<std::string>& sentences) {
-  configure_threads(cli::flag_in_range<int>(r, "threads", 1, 256));
   const int64_t beam = cli::flag_in_range<int64_t>(r, "beam", 1, 64);
   const double alpha = cli::flag_in_range<double>(r, "length-penalty", 0.0, 10.0);
   const std::string attention_dir = r["attention-out"].as<std::string>();

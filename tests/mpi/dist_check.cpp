@@ -18,6 +18,7 @@
 #include "examples/common/cli.h"
 
 using namespace attograd;
+using namespace attograd::app;
 using namespace attograd::dist;
 
 namespace {
