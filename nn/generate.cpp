@@ -34,21 +34,22 @@ Tensor ids_tensor(const std::vector<int64_t>& ids, int64_t rows) {
 }
 
 // Next-token log-probs [rows][V] for the current prefixes. With a cache only
-// the last token is fed; without one, the whole prefix.
+// the last token is fed (through decode_step, or the graph when `graph`);
+// without one, the whole prefix.
 std::vector<std::vector<double>> step_log_probs(Seq2SeqTransformer& model, const std::vector<std::vector<int64_t>>& prefixes,
-                                                const Tensor& memory, const Tensor& kpm, KVCache* cache) {
+                                                const Tensor& memory, const Tensor& kpm, KVCache* cache, bool graph) {
   const int64_t rows = static_cast<int64_t>(prefixes.size());
   std::vector<int64_t> ids;
   for (auto& p : prefixes) {
     if (cache) ids.push_back(p.back());
     else ids.insert(ids.end(), p.begin(), p.end());
   }
-  // With a cache, the decode step ([rows, V]); without, the graph ([rows, L, V], its last position).
+  // The decode step gives [rows, V]; the graph [rows, L, V], of which the last position.
   Tensor logits;
-  if (cache) {
+  if (cache && !graph) {
     logits = model.decode_step(ids, *cache, memory, kpm);
   } else {
-    const Tensor all = model.decode(ids_tensor(ids, rows), memory, kpm, Tensor());
+    const Tensor all = model.decode(ids_tensor(ids, rows), memory, kpm, Tensor(), cache);
     logits = all.narrow(1, all.size(1) - 1, 1).reshape({rows, all.size(2)});
   }
   std::vector<std::vector<double>> out;
@@ -81,7 +82,8 @@ std::vector<Hypothesis> greedy_decode(Seq2SeqTransformer& model, const Tensor& s
   std::vector<Hypothesis> hyps(B);
   std::vector<bool> done(B, false);
   for (int64_t step = 0; step < opt.max_len; ++step) {
-    auto logp = step_log_probs(model, prefixes, memory, kpm, opt.use_cache ? &cache : nullptr);
+    auto logp = step_log_probs(model, prefixes, memory, kpm, opt.use_cache ? &cache : nullptr,
+                               !opt.use_decode_step);
     bool all_done = true;
     for (int64_t b = 0; b < B; ++b) {
       const auto best = std::max_element(logp[b].begin(), logp[b].end());
@@ -128,7 +130,8 @@ std::vector<Hypothesis> beam_search(Seq2SeqTransformer& model, const Tensor& src
       const Tensor kpm_n = kpm_b.defined() ? kpm_b.expand({n, kpm_b.size(1)}) : Tensor();
       std::vector<std::vector<int64_t>> prefixes;
       for (auto& l : live) prefixes.push_back(l.prefix);
-      auto logp = step_log_probs(model, prefixes, memory, kpm_n, opt.use_cache ? &cache : nullptr);
+      auto logp = step_log_probs(model, prefixes, memory, kpm_n, opt.use_cache ? &cache : nullptr,
+                                 !opt.use_decode_step);
       struct Cand { int64_t beam, tok; double log_prob; };
       std::vector<Cand> cands;
       for (int64_t i = 0; i < n; ++i)

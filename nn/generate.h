@@ -17,6 +17,11 @@ struct DecodeOptions {
   // Token id fed as the first decoder input.
   int64_t bos_id = 1, eos_id = 2;  // token id that ends a sequence (not included in the output)
   bool use_cache = true;  // false: re-run the decoder on the whole prefix each step
+  // With the cache, each token goes through Seq2SeqTransformer::decode_step
+  // (no graph, no attention observers); false feeds it through the graph's
+  // decode() with the same cache, so an attention observer (head masks,
+  // attention pictures) sees every call.
+  bool use_decode_step = true;
 };
 
 // One decoded sequence and its score.

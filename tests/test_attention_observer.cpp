@@ -8,6 +8,7 @@
 #include <attograd/autograd/gradcheck.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/ops.h>
+#include <attograd/nn/generate.h>
 #include <attograd/nn/transformer.h>
 #include "test_util.h"
 
@@ -212,4 +213,61 @@ TEST(AttentionObserver, EveryModuleOfATransformerByNameAndTheGuardRestores) {
   model.forward(src, tgt, kpm);
   EXPECT_EQ(outer_calls, 1);
   for (size_t i = 1; i < modules.size(); ++i) EXPECT_FALSE(modules[i].second->observer) << names[i];
+}
+
+TEST(AttentionObserver, DecodingThroughTheGraphCallsObserversAndTheStepRefusesThem) {
+  // greedy_decode and beam_search run decode_step by default, which never calls
+  // an observer, so it refuses a model that has one; use_decode_step = false
+  // feeds each token through the graph with the same KV cache instead: the
+  // observer sees every decoder call, a head scale of 1 changes no token, and
+  // a zero head scale (a head mask) reaches the decoding.
+  TransformerConfig c;
+  c.src_vocab = 11;
+  c.tgt_vocab = 13;
+  c.d_model = 16;
+  c.heads = 4;
+  c.d_ff = 32;
+  c.enc_layers = 1;
+  c.dec_layers = 1;
+  c.max_len = 16;
+  Generator gen(5), w(6);
+  Seq2SeqTransformer model(c, gen, nullptr);
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, p] : model.named_parameters()) p.copy_(Tensor::randn(p.shape(), w, p.dtype()) * 0.5);
+  }
+  model.eval();
+  const Tensor src = Tensor::from_vector(std::vector<int64_t>{3, 4, 5, 6, 7, 8, 9, 10}, {2, 4});
+  DecodeOptions step{.max_len = 8, .bos_id = 1, .eos_id = 2};
+  DecodeOptions graph = step;
+  graph.use_decode_step = false;
+  const std::vector<Hypothesis> plain = greedy_decode(model, src, Tensor(), step);
+
+  int64_t calls = 0;
+  const Tensor ones = Tensor::ones({4});
+  {
+    AttentionObserverGuard watch(model, [&](const std::string&) -> AttentionObserver {
+      return [&](AttentionCall& call) {
+        ++calls;
+        call.head_scale = ones;
+      };
+    });
+    expect_error<ValueError>([&] { greedy_decode(model, src, Tensor(), step); }, {"attention observer"});
+    const std::vector<Hypothesis> seen = greedy_decode(model, src, Tensor(), graph);
+    ASSERT_EQ(seen.size(), plain.size());
+    for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].tokens, plain[i].tokens) << "row " << i;
+  }
+  EXPECT_GT(calls, 2 * 3);  // the encoder's self-attention, and two decoder modules per generated token
+
+  // Every decoder head masked out: the decoding changes (the output no longer reads the source).
+  const Tensor zeros = Tensor::zeros({4});
+  AttentionObserverGuard mask(model, [&](const std::string& name) -> AttentionObserver {
+    if (name.find("decoder") == std::string::npos) return nullptr;
+    return [&](AttentionCall& call) { call.head_scale = zeros; };
+  });
+  const std::vector<Hypothesis> masked = greedy_decode(model, src, Tensor(), graph);
+  bool differs = false;
+  for (size_t i = 0; i < masked.size(); ++i)
+    differs |= masked[i].tokens != plain[i].tokens || std::abs(masked[i].log_prob - plain[i].log_prob) > 1e-6;
+  EXPECT_TRUE(differs);
 }

@@ -56,6 +56,7 @@ EvalResult evaluate(Seq2SeqTransformer& model, const Dataset& data, const EvalOp
     if (opt.decode) {
       DecodeOptions d;
       d.max_len = opt.max_decode_len > 0 ? opt.max_decode_len : std::min(longest + 8, model.config.max_len - 1);
+      d.use_decode_step = opt.use_decode_step;
       if (opt.beam > 1) hyps = beam_search(model, b.src, b.src_key_padding_mask, d, {opt.beam, opt.length_penalty});
       else hyps = greedy_decode(model, b.src, b.src_key_padding_mask, d);
     }

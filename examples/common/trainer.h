@@ -121,6 +121,7 @@ struct EvalOptions {
   int64_t max_decode_len = 0;  // 0: longest reference + 8
   int64_t beam = 1;
   double length_penalty = 0.6;
+  bool use_decode_step = true;  // false: decode through the graph, so attention observers (head masks) apply
 };
 EvalResult evaluate(Seq2SeqTransformer& model, const Dataset& data, const EvalOptions& opt, int64_t pad_id = kPadId);
 

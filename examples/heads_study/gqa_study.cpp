@@ -199,7 +199,7 @@ std::string report(const StudyOptions& o, const GqaOptions& g, const std::vector
   }
   md += "\nThe multi-head cache (G = H) holds 2·L·B·(t + S)·E floats whatever H is; G K/V heads divide it by H/G. "
         "Timing depends on the machine's load: compare rows of one run, not runs. max abs Δlogit compares each model's "
-        "teacher-forced logits with its cached one-token steps (the lean decode step) on the same targets.\n";
+        "teacher-forced logits with its cached one-token steps (decode_step) on the same targets.\n";
   return md;
 }
 
@@ -219,8 +219,8 @@ std::pair<double, double> teacher_forced_vs_cached(Seq2SeqTransformer& model, co
   KVCache cache = model.make_cache();
   double diff = 0, scale = 0;
   for (int64_t t = 0; t < T; ++t) {
-    const Tensor step = model.decode(b.tgt_in.narrow(1, t, 1).contiguous(), memory, b.src_key_padding_mask, Tensor(),
-                                     &cache);  // [B, 1, V]
+    const std::vector<int64_t> ids = b.tgt_in.narrow(1, t, 1).contiguous().to_vector<int64_t>();
+    const Tensor step = model.decode_step(ids, cache, memory, b.src_key_padding_mask);  // [B, V]
     const std::vector<float> inc = step.to_vector<float>();
     for (int64_t i = 0; i < B; ++i) {
       if (gold[static_cast<size_t>(i * T + t)] == kPadId) continue;

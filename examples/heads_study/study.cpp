@@ -366,6 +366,7 @@ PruningRun pruning_curves(const StudyOptions& o, const Corpus& corpus, Seq2SeqTr
 
   EvalOptions eo;
   eo.max_examples = o.eval_size;
+  eo.use_decode_step = false;  // the head mask is an attention observer, which only the graph calls
   const TaskHooks hooks = tr.hooks();
   auto score = [&](const std::string& order, const HeadMask& mask) {
     HeadMaskGuard guard(model, mask);
