@@ -204,6 +204,4 @@ void openblas_gemm(double* out, const double* a, const double* b, int64_t M, int
 void openblas_set_threads(int n) { openblas().set_num_threads(n); }
 int openblas_threads() { return openblas().get_num_threads(); }
 
-void ensure_fast_blas_kernel() {}
-
 }  // namespace attograd

@@ -105,8 +105,4 @@ void openblas_gemm(double* out, const double* a, const double* b, int64_t M, int
 void openblas_set_threads(int n);
 int openblas_threads();
 
-// Does nothing: the library chooses the kernel when it loads OpenBLAS. Kept
-// only while examples/common/cli.cpp still calls it; delete it with that call.
-void ensure_fast_blas_kernel();
-
 }  // namespace attograd
