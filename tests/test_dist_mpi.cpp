@@ -263,3 +263,26 @@ TEST_F(DistMpi, ANonFiniteLossEndsTheJobWithOneLineAndWholeCheckpoints) {
 }
 
 }  // namespace
+
+TEST_F(DistMpi, TranslateAveragesTheLastCheckpointsOnRankZeroAndTestsThatModel) {
+  // Rank 0 writes the checkpoints and averages them; the test line printed
+  // after two ranks trained is the averaged model's, as one process scores it.
+  const std::string ck = dir_ / "ck";
+  const auto r = mpirun(2, "translate", {"train", "--lang", "fr", "--steps", "20", "--warmup", "2", "--d-model", "16",
+                                         "--heads", "2", "--d-ff", "32", "--enc-layers", "1", "--dec-layers", "1",
+                                         "--eval-every", "10", "--eval-size", "32", "--samples", "0", "--threads", "1",
+                                         "--batch-size", "8", "--checkpoint-dir", ck, "--average-last", "2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(lines_with(r.out, "averaged the last 2 checkpoints"), 1) << r.out;
+  const auto e = one("translate", {"eval", "--checkpoint", ck + "/average.model.safetensors", "--split", "test",
+                                   "--threads", "1"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  // "test (N sentences...): <metrics>" in both: the metrics must be the same.
+  auto metrics = [](const std::string& out) {
+    for (const std::string& line : lines_of(out))
+      if (line.starts_with("test (")) return line.substr(line.find("): ") + 3);
+    return std::string();
+  };
+  ASSERT_FALSE(metrics(r.out).empty()) << r.out;
+  EXPECT_EQ(metrics(r.out), metrics(e.out)) << r.out << "\n" << e.out;
+}

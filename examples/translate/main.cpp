@@ -32,6 +32,7 @@
 #include <attograd/data/gettext_corpus.h>
 #include <attograd/data/parallel.h>
 #include <attograd/dist/communicator.h>
+#include <attograd/dist/reducer.h>
 #include "examples/common/attention_svg.h"
 #include "examples/common/checkpoint_model.h"
 #include "examples/common/cli.h"
@@ -381,8 +382,6 @@ int train(const cxxopts::ParseResult& r) {
     fail<ValueError>("flags", "--average-last {} {}", average_last,
                      average_last == 1 ? "averages nothing; hint: 2 or more, or 0 for off"
                                        : "needs --checkpoint-dir, where the checkpoints are");
-  if (average_last > 0 && dist::world().size() > 1)
-    fail<ValueError>("flags", "--average-last runs in one process, not under mpirun; hint: train without it");
   if (average_last > opt.keep_last)
     fail<ValueError>("flags", "--average-last {} needs --keep-last >= {} (it keeps {})", average_last, average_last,
                      opt.keep_last);
@@ -448,8 +447,15 @@ int train(const cxxopts::ParseResult& r) {
                s.seconds, s.final_loss);
   fmt::print("valid ({} sentences): {}\n", s.last_eval.examples, metrics_line(s.last_eval));
   if (average_last > 0) {
-    const std::string path = average_checkpoints(opt.checkpoint_dir, average_last);
-    model.load_state_dict(load_checkpoint(path, false).model);
+    // Rank 0 wrote the checkpoints, so it averages them; under mpirun the
+    // other ranks then take its weights, and every rank tests one model.
+    dist::Communicator& world = dist::world();
+    std::string path;
+    if (world.rank() == 0) {
+      path = average_checkpoints(opt.checkpoint_dir, average_last);
+      model.load_state_dict(load_checkpoint(path, false).model);
+    }
+    if (world.size() > 1) dist::broadcast_parameters(world, model.parameters());
     fmt::print("averaged the last {} checkpoints into {} (translate with --checkpoint {})\n", average_last, path, path);
   }
   EvalOptions eo;
