@@ -145,6 +145,7 @@ void add_(Tensor& acc, const Tensor& g) {
     add_into(acc.data<T>() - acc.offset(), src.data<T>() - src.offset(), acc.shape(),
              Strided{acc.strides(), acc.offset()}, Strided{broadcast_strides(src, acc.shape()), src.offset()});
   });
+  acc.bump_version();
 }
 
 Tensor add_values(const Tensor& a, const Tensor& b) {
@@ -359,6 +360,7 @@ void Tensor::copy_(const Tensor& src) {
                       Strided{strides(), offset()}, Strided{src.strides(), src.offset()});
     });
   });
+  bump_version();
 }
 
 void Tensor::fill_(double value) {
@@ -367,6 +369,17 @@ void Tensor::fill_(double value) {
     const T v = static_cast<T>(value);
     for_each_offset(shape(), strides(), offset(), [&](int64_t o) { p[o] = v; });
   });
+  bump_version();
+}
+
+int64_t Tensor::version() const {
+  check_defined("version");
+  return impl_->storage->version.load(std::memory_order_acquire);
+}
+
+void Tensor::bump_version() const {
+  check_defined("bump_version");
+  impl_->storage->version.store(next_storage_version(), std::memory_order_release);
 }
 
 // ---- autograd accessors -----------------------------------------------------

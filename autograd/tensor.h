@@ -14,7 +14,8 @@
 //  - reshape() of a non-contiguous tensor copies (view() refuses instead);
 //  - data<T>() and span<T>() point into the storage: writes through them are
 //    seen by every view, are not recorded by autograd, and the pointer lives as
-//    long as some tensor holds the storage;
+//    long as some tensor holds the storage; such a write does not change
+//    version() unless the writer calls bump_version() (the optimizers do);
 //  - set_data_(src) makes this tensor a view of src's storage in place: every
 //    copy of the handle sees the new data, views made before keep the old.
 // Identity: is_same() is true for copies of one handle and false for views,
@@ -142,6 +143,17 @@ class Tensor {
   // belonged to the old data, and graphs recorded before no longer reach this
   // tensor's .grad. Only on leaves; not recorded by autograd.
   void set_data_(const Tensor& src);
+  // The storage's version, shared by every view of it: a new value after every
+  // in-place write the library makes (copy_, fill_, add_, the optimizers'
+  // step, load_state_dict, broadcast_parameters, bump_version()), and unique
+  // across storages (set_data_ changes it too), so an unchanged version means
+  // unchanged bytes. What is derived from a weight and kept (the GEMM layer's
+  // wᵀ, a decode step's stacked q | k | v) is remade when it changes, so a
+  // stale copy is never read. Like PyTorch's `_version`.
+  int64_t version() const;
+  // Gives the storage a new version(): call after writing through data<T>(),
+  // span<T>() or raw_data() if anything may have kept a copy of the old bytes.
+  void bump_version() const;
 
   // ---- autograd (the members that need the graph's Node: requires_grad_,
   // set_data_, grad_fn_name and backward, are defined in engine.cpp) ------

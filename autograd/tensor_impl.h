@@ -6,6 +6,7 @@
 // Outside autograd/, Tensor::impl() and impl_ptr() yield a pointer to an
 // incomplete type, good for nothing but passing back into autograd/.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,6 +18,13 @@
 
 namespace attograd {
 
+// The next storage version, drawn from one counter so that versions are
+// unique across storages (see Tensor::version()).
+inline int64_t next_storage_version() {
+  static std::atomic<int64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 // A block of bytes from the allocator. Views share one Storage.
 struct Storage {
   Storage(size_t nbytes, std::shared_ptr<Allocator> alloc);
@@ -26,6 +34,11 @@ struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   std::shared_ptr<Allocator> allocator;
+  // Tensor::version(): replaced from next_storage_version() by every in-place write.
+  std::atomic<int64_t> version{next_storage_version()};
+  // What the GEMM layer derives from these bytes (a weight's transpose), made
+  // and read under its lock, checked against version; dies with the storage.
+  std::shared_ptr<void> derived;
 };
 
 struct TensorImpl {

@@ -200,6 +200,7 @@ void broadcast_parameters(Communicator& comm, const std::vector<Tensor>& params,
       std::copy_n(b.begin() + to, n, t.span<float>().begin() + at);
     });
   }
+  for (const Tensor& p : params) p.bump_version();  // rank 0's values replaced every rank's
 }
 
 }  // namespace attograd::dist

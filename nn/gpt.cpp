@@ -176,7 +176,7 @@ Tensor GPT::decode_step(std::span<const int64_t> ids, KVCache& cache) {
     if (blks[i].attn->observer)
       fail<ValueError>("GPT::decode_step", "blocks.{}.attn has an attention observer, which decode_step does not "
                        "call; hint: forward() runs the graph and calls it", i);
-  if (!cache.step) {  // the blocks' weights packed, transposed
+  if (!cache.step) {  // the blocks' weights packed
     auto s = std::make_shared<StepState>();
     for (const auto& b : blks) {
       const MultiHeadAttention& a = *b->attn;
@@ -186,10 +186,10 @@ Tensor GPT::decode_step(std::span<const int64_t> ids, KVCache& cache) {
                            .ff2 = pack_linears({b->mlp->linear2.get()})});
     }
     s->head = pack_linears({lm_head.get()});
-    transpose_step_weights(*s);
     cache.step = std::move(s);
   }
   StepState& s = *cache.step;
+  refresh_step_weights(s);
   const int64_t B = static_cast<int64_t>(ids.size());
   size_step_buffers(s, B, config.d_model, config.d_ff, config.vocab, lm_head->weight.dtype());
   NoGradGuard no_grad;

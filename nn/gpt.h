@@ -99,8 +99,10 @@ class GPT : public Module {
   // sampling takes it): ids [B] (each row's newest token) -> logits [B, V],
   // equal to forward()'s for the same cache. Needs grad mode off, eval mode,
   // no attention observer, float contiguous weights and a position left in
-  // the context: otherwise an error naming the failed condition. The cache
-  // must not outlive a weight update (reset() it).
+  // the context: otherwise an error naming the failed condition. A step reads
+  // the weights as they are now, even after an in-place update
+  // (Tensor::version()); the keys and values cached before it stay the old
+  // weights' (reset() the cache to recompute them).
   Tensor decode_step(std::span<const int64_t> ids, KVCache& cache);
   // An empty cache with one self-attention cache per block, for incremental
   // decoding with forward.

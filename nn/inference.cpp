@@ -13,14 +13,26 @@ namespace attograd {
 
 namespace {
 
-// dst [cols, rows] (rows ldd apart) = src [rows, cols]ᵀ, in tiles that stay in cache.
-template <class T>
-void transpose_into(T* dst, int64_t ldd, const T* src, int64_t rows, int64_t cols) {
-  constexpr int64_t kTile = 32;
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
-      for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
-        for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r) dst[c * ldd + r] = src[r * cols + c];
+// Copies the parts into x.w and x.b (made anew in the parts' dtype if it
+// changed) and records the parts' versions.
+void stack_parts(StepLinear& x) {
+  const DType dt = x.parts.front().dtype();
+  if (x.w.dtype() != dt) {
+    x.w = Tensor::empty(x.w.shape(), dt);
+    if (x.b.defined()) x.b = Tensor::empty(x.b.shape(), dt);
+  }
+  int64_t at = 0, at_b = 0;
+  for (const Tensor& p : x.parts) {
+    if (p.dim() == 2) {
+      x.w.narrow(0, at, p.size(0)).copy_(p);
+      at += p.size(0);
+    } else {
+      x.b.narrow(0, at_b, p.size(0)).copy_(p);
+      at_b += p.size(0);
+    }
+  }
+  x.versions.clear();
+  for (const Tensor& p : x.parts) x.versions.push_back(p.version());
 }
 
 }  // namespace
@@ -48,40 +60,33 @@ void check_decode_step(const Module& model, const char* op, const KVCache& cache
 StepLinear pack_linears(std::initializer_list<const Linear*> parts) {
   NoGradGuard no_grad;
   const Linear& first = **parts.begin();
+  if (parts.size() == 1) return {first.weight, first.bias, {}, {}};
   int64_t O = 0;
   for (const Linear* l : parts) O += l->out_features;
   const DType dt = first.weight.dtype();
-  const bool one = parts.size() == 1;
-  StepLinear t{one ? first.weight : Tensor::empty({O, first.in_features}, dt),
-               Tensor::empty({first.in_features, O}, dt), one ? first.bias : Tensor()};
-  if (!one && first.bias.defined()) t.b = Tensor::empty({O}, dt);
-  int64_t at = 0;
-  for (const Linear* l : parts) {
-    if (!one) {
-      t.w.narrow(0, at, l->out_features).copy_(l->weight);
-      if (t.b.defined()) t.b.narrow(0, at, l->out_features).copy_(l->bias);
-    }
-    at += l->out_features;
-  }
+  StepLinear t{Tensor::empty({O, first.in_features}, dt), first.bias.defined() ? Tensor::empty({O}, dt) : Tensor(),
+               {}, {}};
+  for (const Linear* l : parts) t.parts.push_back(l->weight);
+  if (t.b.defined())
+    for (const Linear* l : parts) t.parts.push_back(l->bias);
+  stack_parts(t);
   return t;
 }
 
-void transpose_step_weights(StepState& s) {
-  std::vector<const StepLinear*> all{&s.head};
-  for (const StepLayer& l : s.layers)
-    for (const StepLinear* x : {&l.qkv, &l.out, &l.cross_q, &l.cross_out, &l.ff1, &l.ff2})
-      if (x->w.defined()) all.push_back(x);
-  for_row_blocks(static_cast<int64_t>(all.size()), 1, [&](RowBlock r) {
-    const StepLinear& x = *all[r.first];
-    dispatch_float(x.w.dtype(), "decode_step", [&]<class T>() {
-      transpose_into(x.wt.data<T>(), x.w.size(0), x.w.data<T>(), x.w.size(0), x.w.size(1));
-    });
-  });
+void refresh_step_weights(StepState& s) {
+  NoGradGuard no_grad;
+  for (StepLayer& l : s.layers)
+    for (StepLinear* x : {&l.qkv, &l.out, &l.cross_q, &l.cross_out, &l.ff1, &l.ff2})
+      for (size_t i = 0; i < x->parts.size(); ++i)
+        if (x->parts[i].version() != x->versions[i] || x->parts[i].dtype() != x->w.dtype()) {
+          stack_parts(*x);
+          break;
+        }
 }
 
 void size_step_buffers(StepState& s, int64_t B, int64_t E, int64_t F, int64_t V, DType dtype) {
   if (s.rows == B && s.dtype == dtype) return;
-  const int64_t W = s.layers.at(0).qkv.wt.size(1);
+  const int64_t W = s.layers.at(0).qkv.w.size(0);
   s.stream = Tensor::empty({B, E}, dtype);
   s.qkv = Tensor::empty({B, W}, dtype);
   s.heads = Tensor::empty({B, E}, dtype);

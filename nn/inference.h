@@ -49,20 +49,23 @@ struct KVCache;
 void check_decode_step(const Module& model, const char* op, const KVCache& cache, size_t layers, int64_t positions);
 
 // A linear layer as a decode step multiplies by it: w [O, I] (several layers'
-// weights stacked along O for the packed q | k | v), wt = wᵀ [I, O], b [O].
-// wt exists because libxsmm reads a transposed operand only through a per-call
-// copy (the GEMM layer picks the operand: gemm_weight); it is made on a
-// cache's first step, so a KVCache must not outlive an update of the weights
-// (reset() it after one).
+// weights stacked along O for the packed q | k | v), b [O]. A stacked copy is
+// remade by refresh_step_weights when a part's version() changes, and the
+// GEMM layer keeps and refreshes wᵀ where its library wants it (gemm_weight),
+// so a step always reads the weights as they are now (the keys and values
+// already cached stay those of the weights at their own step).
 struct StepLinear {
   // [O, I], the graph's operand (the layer's own weight when not stacked).
   Tensor w;
-  Tensor wt;  // [I, O] = wᵀ
-  Tensor b;   // [O], undefined without biases
+  Tensor b;  // [O], undefined without biases
+  // Stacked only: the parts' weights and biases w and b were copied from, and
+  // their version() at that copy.
+  std::vector<Tensor> parts;
+  std::vector<int64_t> versions;
 };
 
 // The weights of parts stacked along O (one part: its own weight and bias,
-// shared), room for wᵀ in wt (filled by transpose_step_weights).
+// shared).
 StepLinear pack_linears(std::initializer_list<const Linear*> parts);
 
 // One decoder layer's or GPT block's weights for a step (cross_* undefined in a GPT block).
@@ -90,8 +93,9 @@ struct StepState {
   Tensor scores;                  // [B, H, ≥ t] attention probabilities, grown with t
 };
 
-// wt = wᵀ for every weight of s, one weight per pool task.
-void transpose_step_weights(StepState& s);
+// Restacks every stacked weight of s a part of which was written since it
+// was stacked (a changed version(), dtype included): called by every step.
+void refresh_step_weights(StepState& s);
 
 // Sizes s's buffers for B rows (kept while B and dtype stay the same).
 void size_step_buffers(StepState& s, int64_t B, int64_t E, int64_t F, int64_t V, DType dtype);

@@ -30,13 +30,13 @@ Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
 // there the bits stay the graph's.
 template <class T>
 void Linear::forward_rows(T* out, const T* x, int64_t rows, const StepLinear& w) {
-  const int64_t O = w.w.size(0), I = w.w.size(1);
+  const int64_t O = w.w.size(0);
   const T beta = w.b.defined() ? T(1) : T(0);
   if (w.b.defined()) {
     const T* pb = w.b.data<T>();
     for (int64_t r = 0; r < rows; ++r) std::copy(pb, pb + O, out + r * O);
   }
-  gemm_weight<T>(out, x, w.w.data<T>(), w.wt.data<T>(), rows, O, I, T(1), beta);
+  gemm_weight<T>(out, x, w.w, rows, T(1), beta);
 }
 
 template void Linear::forward_rows<float>(float*, const float*, int64_t, const StepLinear&);

@@ -363,7 +363,7 @@ Tensor Seq2SeqTransformer::decode(const Tensor& tgt, const Tensor& memory, const
 
 namespace {
 
-// The decoder's weights packed for decode_step, transposed.
+// The decoder's weights packed for decode_step.
 std::shared_ptr<StepState> pack_decoder(const Seq2SeqTransformer& model) {
   auto s = std::make_shared<StepState>();
   for (const auto& dl : *model.decoder->layers) {
@@ -376,7 +376,6 @@ std::shared_ptr<StepState> pack_decoder(const Seq2SeqTransformer& model) {
                          .ff2 = pack_linears({dl->ff->linear2.get()})});
   }
   s->head = pack_linears({model.generator.get()});
-  transpose_step_weights(*s);
   return s;
 }
 
@@ -396,6 +395,7 @@ Tensor Seq2SeqTransformer::decode_step(std::span<const int64_t> ids, KVCache& ca
                      ids.size(), config.d_model, memory.defined() ? shape_str(memory.shape()) : "undefined");
   if (!cache.step) cache.step = pack_decoder(*this);
   StepState& s = *cache.step;
+  refresh_step_weights(s);
   const int64_t B = static_cast<int64_t>(ids.size());
   size_step_buffers(s, B, config.d_model, config.d_ff, config.tgt_vocab, generator->weight.dtype());
   NoGradGuard no_grad;

@@ -238,7 +238,9 @@ class Seq2SeqTransformer : public Module {
   // K/V); memory_key_padding_mask [B, S] b8 may be undefined. Needs grad mode
   // off, eval mode, no attention observer, float contiguous weights and a
   // position left below max_len: otherwise an error naming the failed
-  // condition. The cache must not outlive a weight update (reset() it).
+  // condition. A step reads the weights as they are now, even after an
+  // in-place update (Tensor::version()); the keys and values cached before
+  // it stay the old weights' (reset() the cache to recompute them).
   Tensor decode_step(std::span<const int64_t> ids, KVCache& cache, const Tensor& memory,
                      const Tensor& memory_key_padding_mask = Tensor());
   // Teacher forcing: src [B, S], tgt_in [B, T] -> logits [B, T, V_tgt], i.e.

@@ -82,6 +82,7 @@ void Optimizer::step() {
                            shape_str(p.shape()), dtype_name(p.dtype()), shape_str(grad.shape()),
                            dtype_name(grad.dtype()));
         update(g, index, p, grad);
+        p.bump_version();  // update() wrote through data<T>(): what was derived from p is stale
       }
       ++index;
     }

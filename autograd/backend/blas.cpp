@@ -15,6 +15,8 @@
 #include <attograd/autograd/backend/small_gemm.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/error.h>
+#include <attograd/autograd/tensor.h>
+#include <attograd/autograd/tensor_impl.h>
 
 namespace attograd {
 
@@ -227,26 +229,76 @@ void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
     kernel(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
 }
 
+namespace {
+
+// dst [cols, rows] = src [rows, cols]ᵀ, in tiles that stay in cache.
 template <class T>
-void gemm_weight(T* out, const T* a, const T* w, const T* wt, int64_t M, int64_t N, int64_t K, T alpha, T beta) {
-  bool plain = false;  // whether the library would copy w transposed: then read wt
+void transpose_into(T* dst, const T* src, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+        for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r) dst[c * rows + r] = src[r * cols + c];
+}
+
+// A weight's transpose as kept in its Storage::derived: which bytes it was
+// made from (the storage's version, the weight's offset and shape) and where.
+template <class T>
+struct TransposedWeight {
+  int64_t version = 0, offset = 0, rows = 0, cols = 0;
+  Tensor wt;  // [cols, rows], from the allocator (aligned as the weights are)
+};
+
+// Guards every Storage::derived: pool tasks of one step ask for the same weights.
+std::mutex g_derived_mutex;
+
+// wᵀ for w [N, K] contiguous, remade when w's bytes changed since it was made
+// (a new version, or another view of the storage asked last). The pointer is
+// valid until the weight is written or freed.
+template <class T>
+const T* transposed_weight(const Tensor& w) {
+  Storage& s = *w.impl()->storage;
+  const int64_t version = s.version.load(std::memory_order_acquire);
+  const int64_t offset = w.offset(), N = w.size(0), K = w.size(1);
+  std::lock_guard lock(g_derived_mutex);
+  auto kept = std::static_pointer_cast<TransposedWeight<T>>(s.derived);
+  if (kept && kept->version == version && kept->offset == offset && kept->rows == N && kept->cols == K)
+    return kept->wt.template data<T>();
+  if (!kept) {
+    kept = std::make_shared<TransposedWeight<T>>();
+    s.derived = kept;
+  }
+  if (kept->rows != N || kept->cols != K || !kept->wt.defined()) kept->wt = Tensor::empty({K, N}, dtype_of<T>());
+  transpose_into(kept->wt.template data<T>(), static_cast<const T*>(s.data) + offset, N, K);
+  kept->version = version;
+  kept->offset = offset;
+  kept->rows = N;
+  kept->cols = K;
+  return kept->wt.template data<T>();
+}
+
+}  // namespace
+
+template <class T>
+void gemm_weight(T* out, const T* a, const Tensor& w, int64_t M, T alpha, T beta) {
+  const int64_t N = w.size(0), K = w.size(1);
+  bool plain = false;  // whether the library would copy w transposed: then read wᵀ
   if constexpr (std::is_same_v<T, float>) {
     const GemmBackend lib = gemm_backend();
     plain = lib == GemmBackend::xsmm ||
             (lib == GemmBackend::blas && routed_gemm_backend(M, N, K, false, alpha, beta) == GemmBackend::xsmm);
   }
   if (plain)
-    gemm<T>(out, a, wt, M, N, K, false, false, K, N, N, alpha, beta);
+    gemm<T>(out, a, transposed_weight<T>(w), M, N, K, false, false, K, N, N, alpha, beta);
   else
-    gemm<T>(out, a, w, M, N, K, false, true, K, K, N, alpha, beta);
+    gemm<T>(out, a, static_cast<const T*>(w.impl()->storage->data) + w.offset(), M, N, K, false, true, K, K, N,
+            alpha, beta);
 }
 
 template void gemm<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t,
                           int64_t, float, float);
-template void gemm_weight<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t, float,
-                                 float);
-template void gemm_weight<double>(double*, const double*, const double*, const double*, int64_t, int64_t, int64_t,
-                                  double, double);
+template void gemm_weight<float>(float*, const float*, const Tensor&, int64_t, float, float);
+template void gemm_weight<double>(double*, const double*, const Tensor&, int64_t, double, double);
 template void gemm<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, bool, bool, int64_t,
                            int64_t, int64_t, double, double);
 template void gemm_naive<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, bool, bool, int64_t,

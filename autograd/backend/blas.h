@@ -33,6 +33,8 @@
 
 namespace attograd {
 
+class Tensor;
+
 // blas: route by shape class (the default). openblas, xsmm: every float
 // product to that library (xsmm: OpenBLAS where libxsmm has no kernel), for
 // tests and A/B runs. naive: the reference loop, float64 too.
@@ -70,13 +72,15 @@ template <class T>
 void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
           int64_t lda, int64_t ldb, int64_t ldc, T alpha, T beta);
 
-// out [M, N] = alpha · a [M, K] · wᵀ + beta · out for a weight w [N, K]
-// (rows K apart) of which the caller also keeps wt = wᵀ [K, N] (a decode
-// step's layers do): the layer reads wt where its library would otherwise copy
-// w transposed on every call (libxsmm), w elsewhere, so on OpenBLAS the bits
-// are gemm()'s with w.
+// out [M, N] = alpha · a [M, K] · wᵀ + beta · out for a contiguous weight
+// w [N, K] (a decode step's layers): where the library would copy w
+// transposed on every call (libxsmm) the layer reads wᵀ [K, N] from a copy it
+// keeps with w's storage, remade when w.version() has changed since (so a
+// weight written in place is never read stale; the copy dies with the
+// storage; a hit takes no memory); elsewhere it reads w, so on OpenBLAS the
+// bits are gemm()'s with w. The caller has checked w's dtype is T.
 template <class T>
-void gemm_weight(T* out, const T* a, const T* w, const T* wt, int64_t M, int64_t N, int64_t K, T alpha, T beta);
+void gemm_weight(T* out, const T* a, const Tensor& w, int64_t M, T alpha, T beta);
 
 // The reference kernel: same contract, no argument checks, sums in double.
 template <class T>
