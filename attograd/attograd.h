@@ -15,7 +15,7 @@
 
 #include <attograd/version.h>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/graph_dot.h>
 #include <attograd/autograd/io/safetensors.h>
 

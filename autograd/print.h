@@ -1,6 +1,6 @@
 // Printing a Tensor with fmt, as PyTorch prints it:
 //   tensor([[1.0000, 2.0000]], shape=[1, 2], dtype=f32, grad_fn=<mul>)
-// It shows the grad_fn, so it sits above the engine; autograd/ops.h includes it.
+// It shows the grad_fn, so it sits above the engine; autograd/autograd.h includes it.
 #pragma once
 #include <fmt/format.h>
 

@@ -12,7 +12,7 @@
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/gradcheck.h>
 #include <attograd/autograd/engine.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/ops/attention.h>
 #include <attograd/autograd/ops/elementwise.h>
 #include <attograd/autograd/ops/reduction.h>

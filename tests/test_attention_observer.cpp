@@ -7,7 +7,7 @@
 
 #include <attograd/autograd/gradcheck.h>
 #include <attograd/autograd/engine.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/nn/generate.h>
 #include <attograd/nn/transformer.h>
 #include "test_util.h"

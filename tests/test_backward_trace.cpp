@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/trace.h>
 
 #include "test_util.h"

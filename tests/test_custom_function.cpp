@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include "examples/custom_layer/rmsnorm.h"
 #include "test_util.h"
 

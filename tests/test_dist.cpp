@@ -4,7 +4,7 @@
 // The real multi-process runs are in tests/mpi/.
 #include <numeric>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/dist/communicator.h>
 #include <attograd/dist/reducer.h>
 

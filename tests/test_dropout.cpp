@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/ops/dropout.h>
 #include "test_util.h"
 

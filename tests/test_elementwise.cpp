@@ -5,7 +5,7 @@
 #include <cmath>
 #include <functional>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/ops/kernels.h>
 #include "test_util.h"
 

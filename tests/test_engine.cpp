@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/trace.h>
 #include "test_util.h"
 

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 
 using namespace attograd;
 

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 
 #include "test_util.h"
 

@@ -1,7 +1,7 @@
 // index_select, embedding and gather.
 #include <gtest/gtest.h>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/ops/indexing.h>
 #include "test_util.h"
 

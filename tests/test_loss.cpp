@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/ops/loss.h>
 #include <attograd/autograd/ops/softmax.h>
 #include "test_util.h"

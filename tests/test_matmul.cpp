@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include <attograd/autograd/backend/blas.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/ops/matmul.h>
 #include "test_util.h"
 

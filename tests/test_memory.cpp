@@ -6,7 +6,7 @@
 #include <attograd/autograd/backend/allocator.h>
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/memory.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/nn/transformer.h>
 
 #include "test_util.h"

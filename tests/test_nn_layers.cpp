@@ -2,7 +2,7 @@
 // MultiHeadAttention masks, KV cache and causality, the Transformer.
 #include <gtest/gtest.h>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/ops/loss.h>
 #include <attograd/nn/transformer.h>
 #include "test_util.h"

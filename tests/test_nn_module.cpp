@@ -1,7 +1,7 @@
 // Module system: registration, dotted names, train/eval, state_dict, to(dtype), repr.
 #include <gtest/gtest.h>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/nn/layers.h>
 #include <attograd/nn/linear.h>
 #include <attograd/nn/transformer.h>

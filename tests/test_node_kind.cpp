@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <attograd/autograd/graph_dot.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include "test_util.h"
 
 using namespace attograd;

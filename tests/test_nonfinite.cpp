@@ -7,7 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include "examples/common/checkpoint.h"
 #include "test_util.h"
 

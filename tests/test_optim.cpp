@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <attograd/autograd/io/safetensors.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/optim/optim.h>
 #include "test_util.h"
 

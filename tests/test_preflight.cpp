@@ -7,7 +7,7 @@
 #include <chrono>
 #include <filesystem>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include "examples/common/backprop_views.h"
 #include "examples/common/preflight.h"
 #include "test_util.h"

@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 
 namespace attograd {
 namespace {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -15,7 +15,7 @@
 #include <fstream>
 
 #include <attograd/autograd/io/safetensors.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include "test_util.h"
 
 using namespace attograd;

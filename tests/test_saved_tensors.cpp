@@ -6,7 +6,7 @@
 #include <attograd/autograd/function.h>
 #include <attograd/autograd/graph_dot.h>
 #include <attograd/autograd/memory.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 
 #include "test_util.h"
 

@@ -1,7 +1,7 @@
 // Shape ops: values, which ones alias their input, gradcheck, and errors.
 #include <gtest/gtest.h>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include "test_util.h"
 
 using namespace attograd;

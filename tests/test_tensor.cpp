@@ -7,7 +7,7 @@
 #include <numeric>
 #include <span>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -11,7 +11,7 @@
 
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/generator.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/nn/transformer.h>
 #include <attograd/optim/adam.h>
 #include "test_util.h"

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <attograd/autograd/io/safetensors.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/ops/loss.h>
 #include <attograd/nn/gpt.h>
 #include <attograd/nn/transformer.h>

@@ -2,7 +2,7 @@
 
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/io/safetensors.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include "examples/common/memory_estimate.h"
 
 namespace attograd::app {

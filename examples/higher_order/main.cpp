@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/autograd/graph_dot.h>
 #include <attograd/nn/layers.h>
 #include <attograd/nn/linear.h>

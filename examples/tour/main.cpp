@@ -2,7 +2,7 @@
 #include <cmath>
 #include <numbers>
 
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/nn/linear.h>
 #include <attograd/optim/adam.h>
 using namespace attograd;

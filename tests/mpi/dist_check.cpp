@@ -10,7 +10,7 @@
 #include <numeric>
 
 #include <attograd/autograd/error.h>
-#include <attograd/autograd/ops.h>
+#include <attograd/autograd/autograd.h>
 #include <attograd/dist/communicator.h>
 #include <attograd/dist/reducer.h>
 #include <fmt/format.h>

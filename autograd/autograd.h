@@ -1,4 +1,5 @@
-// Everything a user of the autograd library needs, in one include.
+// The autograd library in one include: tensors, the engine, every op, custom
+// functions, gradcheck, memory options, printing and the thread pool.
 #pragma once
 #include <attograd/autograd/error.h>
 #include <attograd/autograd/engine.h>
