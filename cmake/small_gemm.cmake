@@ -6,7 +6,10 @@
 # libxsmm calls the Fortran BLAS (sgemm_, dgemm_) as its own fallback, which
 # attograd never asks for; attograd links no BLAS (OpenBLAS is loaded at run
 # time: cmake/openblas.cmake), so libxsmmnoblas, libxsmm's stubs for those
-# names, goes right after it. (BLIS was linked here until issue 30:
+# names, must come after libxsmm.a on every link line: it is made part of the
+# imported target's own link list (a plain item beside it would be placed
+# before the target's libraries, which leaves a shared libattograd_tensor.so
+# with undefined sgemm_). (BLIS was linked here until issue 30:
 # docs/performance.md says why it went.)
 pkg_check_modules(LIBXSMM IMPORTED_TARGET libxsmm)
 find_library(LIBXSMM_NOBLAS_LIBRARY xsmmnoblas HINTS ${LIBXSMM_LIBRARY_DIRS})
@@ -14,4 +17,8 @@ if(NOT LIBXSMM_FOUND OR NOT LIBXSMM_NOBLAS_LIBRARY)
   message(FATAL_ERROR "attograd's GEMM layer needs libxsmm and its libxsmmnoblas (found: libxsmm ${LIBXSMM_FOUND}, "
           "libxsmmnoblas ${LIBXSMM_NOBLAS_LIBRARY}): apt install libxsmm-dev (scripts/setup lists it)")
 endif()
-target_link_libraries(attograd_tensor PRIVATE PkgConfig::LIBXSMM xsmmnoblas)
+get_target_property(attograd_xsmm_libs PkgConfig::LIBXSMM INTERFACE_LINK_LIBRARIES)
+if(NOT "${LIBXSMM_NOBLAS_LIBRARY}" IN_LIST attograd_xsmm_libs)
+  set_property(TARGET PkgConfig::LIBXSMM APPEND PROPERTY INTERFACE_LINK_LIBRARIES ${LIBXSMM_NOBLAS_LIBRARY})
+endif()
+target_link_libraries(attograd_tensor PRIVATE PkgConfig::LIBXSMM)
