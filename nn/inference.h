@@ -58,9 +58,9 @@ struct StepLinear {
   // [O, I], the graph's operand (the layer's own weight when not stacked).
   Tensor w;
   Tensor b;  // [O], undefined without biases
-  // Stacked only: the parts' weights and biases w and b were copied from, and
-  // their version() at that copy.
+  // Stacked only: the parts' weights and biases w and b were copied from.
   std::vector<Tensor> parts;
+  // Stacked only: each part's version() at that copy (a change restacks).
   std::vector<int64_t> versions;
 };
 
@@ -70,10 +70,18 @@ StepLinear pack_linears(std::initializer_list<const Linear*> parts);
 
 // One decoder layer's or GPT block's weights for a step (cross_* undefined in a GPT block).
 struct StepLayer {
-  // Self-attention: q | k | v stacked, and out_proj.
-  StepLinear qkv, out;
-  StepLinear cross_q, cross_out;  // cross-attention: q_proj and out_proj
-  StepLinear ff1, ff2;            // the feed-forward block's linear1 and linear2
+  // Self-attention: q | k | v stacked.
+  StepLinear qkv;
+  // Self-attention's out_proj.
+  StepLinear out;
+  // Cross-attention's q_proj.
+  StepLinear cross_q;
+  // Cross-attention's out_proj.
+  StepLinear cross_out;
+  // The feed-forward block's linear1.
+  StepLinear ff1;
+  // The feed-forward block's linear2.
+  StepLinear ff2;
 };
 
 // A step's buffers and weights, kept in KVCache::step between steps (dropped
@@ -122,7 +130,10 @@ void for_row_blocks(int64_t n, int64_t per_task, const std::function<void(RowBlo
 struct PaddingRows {
   // The mask's first element, or null without a mask.
   const bool* data = nullptr;
-  int64_t sb = 0, ss = 0;  // its strides along B and S
+  // Its stride along B.
+  int64_t sb = 0;
+  // Its stride along S.
+  int64_t ss = 0;
   // True where key s of row b is padding.
   bool at(int64_t b, int64_t s) const { return data[b * sb + s * ss]; }
 };
