@@ -4,11 +4,11 @@
 // safetensors I/O, the nn modules, the optimizers and the data pipeline. Each
 // header below can also be included on its own.
 //
-// Where to start: attograd::Tensor (autograd/tensor.h) and the ops
-// (autograd/ops/, one header per family, shapes in each comment); backward,
-// NoGradGuard and the graph (autograd/engine.h); custom ops with a
-// hand-written backward (autograd/function.h) and gradcheck
-// (autograd/gradcheck.h); attograd::Module and the layers (nn/); the
+// Where to start: attograd::Tensor (attograd/autograd/tensor.h) and the ops
+// (attograd/autograd/ops/, one header per family, shapes in each comment); backward,
+// NoGradGuard and the graph (attograd/autograd/engine.h); custom ops with a
+// hand-written backward (attograd/autograd/function.h) and gradcheck
+// (attograd/autograd/gradcheck.h); attograd::Module and the layers (nn/); the
 // optimizers and learning-rate schedules (attograd::optim, optim/); datasets
 // and the DataLoader (data/). docs/autograd.md walks through the engine.
 #pragma once
@@ -39,7 +39,6 @@
 #include <attograd/data/loader.h>
 #include <attograd/data/lm_tokenizer.h>
 #include <attograd/data/mo.h>
-#include <attograd/data/number_words.h>
 #include <attograd/data/parallel.h>
 #include <attograd/data/sentencepiece.h>
 #include <attograd/data/token_windows.h>

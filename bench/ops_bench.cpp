@@ -13,7 +13,7 @@
 //
 // BM_gemm times gemm<float> itself on each library (openblas, xsmm) at
 // the shapes the tiny and base models run, single-threaded and on the pool;
-// its numbers decide the routing table in autograd/backend/blas.cpp:
+// its numbers decide the routing table in attograd/autograd/backend/blas.cpp:
 //
 //   build/bin/ops_bench --benchmark_filter=BM_gemm --benchmark_min_time=0.05 --benchmark_repetitions=3
 //       --benchmark_enable_random_interleaving=true

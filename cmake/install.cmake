@@ -11,12 +11,12 @@ include(CMakePackageConfigHelpers)
 # tensor's storage (tensor_impl.h), the ops' kernels and the BLAS backend.
 # No public header includes them (scripts/test.d/50-install.sh compiles each
 # installed header alone to keep it so).
-set(ATTOGRAD_PRIVATE_HEADERS autograd/tensor_impl.h autograd/ops/kernels.h autograd/backend/blas.h
-    autograd/backend/blas_kernel.h autograd/backend/small_gemm.h autograd/backend/vecmath_isa.h autograd/kernels/add.h
-    autograd/kernels/rows.h)
+set(ATTOGRAD_PRIVATE_HEADERS attograd/autograd/tensor_impl.h attograd/autograd/ops/kernels.h attograd/autograd/backend/blas.h
+    attograd/autograd/backend/blas_kernel.h attograd/autograd/backend/small_gemm.h attograd/autograd/backend/vecmath_isa.h attograd/autograd/kernels/add.h
+    attograd/autograd/kernels/rows.h)  # relative to attograd/
 set(ATTOGRAD_PUBLIC_HEADERS)
 foreach(part ${ATTOGRAD_PARTS})
-  file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/${part}/*.h)
+  file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/attograd ${PROJECT_SOURCE_DIR}/attograd/${part}/*.h)
   list(APPEND ATTOGRAD_PUBLIC_HEADERS ${headers})
 endforeach()
 list(REMOVE_ITEM ATTOGRAD_PUBLIC_HEADERS ${ATTOGRAD_PRIVATE_HEADERS})
@@ -25,7 +25,7 @@ list(SORT ATTOGRAD_PUBLIC_HEADERS)
 set(ATTOGRAD_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/attograd)
 foreach(header ${ATTOGRAD_PUBLIC_HEADERS})
   get_filename_component(dir ${header} DIRECTORY)
-  install(FILES ${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd/${dir} COMPONENT dev)
+  install(FILES attograd/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd/${dir} COMPONENT dev)
 endforeach()
 install(FILES attograd/attograd.h ${ATTOGRAD_BUILD_INCLUDE}/attograd/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd COMPONENT dev)

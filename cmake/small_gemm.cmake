@@ -1,5 +1,5 @@
 # The small-GEMM library behind attograd's GEMM layer
-# (autograd/backend/small_gemm.h): libxsmm's JIT kernels (Debian libxsmm-dev,
+# (attograd/autograd/backend/small_gemm.h): libxsmm's JIT kernels (Debian libxsmm-dev,
 # a static library with a .pc file). attograd::tensor links it privately; a
 # static attograd passes it on to its consumers (attogradConfig.cmake,
 # attograd.pc, the .deb).

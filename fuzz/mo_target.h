@@ -1,4 +1,4 @@
-// The fuzz target of GNU gettext catalogs (data/mo.h), beside fuzz/targets.h's
+// The fuzz target of GNU gettext catalogs (attograd/data/mo.h), beside fuzz/targets.h's
 // loaders: fuzz/mo.cpp runs it under libFuzzer, tests/test_mo.cpp replays
 // fuzz/corpus/mo/ and fuzz/regressions/mo/ through it in every normal build.
 #pragma once

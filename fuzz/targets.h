@@ -1,6 +1,6 @@
 // The fuzz targets: each feeds arbitrary bytes to one loader and checks what
 // the loader promises. Bad content must end in an IOError (the loaders' error
-// type, autograd/error.h); any other exception escapes (libFuzzer reports it
+// type, attograd/autograd/error.h); any other exception escapes (libFuzzer reports it
 // as a crash, the regression test as a failure), and so does a broken
 // promise about accepted input.
 // Shared by the libFuzzer programs (fuzz/<target>.cpp, clang only) and by
@@ -94,7 +94,7 @@ inline void tsv(std::string_view text) {
   }
 }
 
-// Parallel corpora (data/corpus.h): the bytes as a TSV of pairs, and cut at
+// Parallel corpora (attograd/data/corpus.h): the bytes as a TSV of pairs, and cut at
 // their first NUL into two aligned files. Whatever parses is one line number
 // per pair, and each sentence non-empty, on one line, valid UTF-8, and no
 // longer than the line limit.

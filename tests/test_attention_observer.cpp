@@ -1,4 +1,4 @@
-// Attention observers (nn/attention.h): what an observer sees of a forward
+// Attention observers (attograd/nn/attention.h): what an observer sees of a forward
 // (weights [B, H, T, S], per-head outputs [B, H, T, D]), head scaling against
 // the head-mask formula it replaces and against a zeroed out_proj, its
 // gradient, a forward without an observer bit for bit the composition of

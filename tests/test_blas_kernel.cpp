@@ -1,4 +1,4 @@
-// Loading OpenBLAS and choosing its kernel (autograd/backend/blas_kernel.h):
+// Loading OpenBLAS and choosing its kernel (attograd/autograd/backend/blas_kernel.h):
 // the decision and the warning as pure functions, CPUID against the kernel's
 // view of the CPU, this test program run again as a child in chosen
 // environments (no call of anything before its first GEMM, as in every

@@ -1,4 +1,4 @@
-// decode_step (nn/inference.h) against the training-graph forward: logits of
+// decode_step (attograd/nn/inference.h) against the training-graph forward: logits of
 // every step equal the graph's cached step and the teacher-forced full
 // forward's, greedy and beam search decode the same tokens as the graph (no
 // cache: the whole prefix through the ops each step), for the seq2seq model

@@ -1,4 +1,4 @@
-// The GEMM layer's libraries (autograd/backend/blas.h, small_gemm.h): each of
+// The GEMM layer's libraries (attograd/autograd/backend/blas.h, small_gemm.h): each of
 // OpenBLAS, libxsmm and the shape-class routing agrees with the naive
 // kernel on every transpose pairing, odd sizes, padded leading dims, alpha and
 // beta; float64 goes to OpenBLAS' dgemm whatever is forced; libxsmm's kernels

@@ -1,4 +1,4 @@
-// The decoder-only GPT (nn/gpt.h): gradients, the KV cache, config round trips.
+// The decoder-only GPT (attograd/nn/gpt.h): gradients, the KV cache, config round trips.
 // Its values against PyTorch are in test_torch_fixtures.cpp.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The kernel layer (autograd/kernels/): the strided walk over several
+// The kernel layer (attograd/autograd/kernels/): the strided walk over several
 // layouts, the row kernels against naive formulas and the fully masked row,
 // and the in-place add.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The language model's tokenizers (data/lm_tokenizer.h, data/sentencepiece.h).
+// The language model's tokenizers (attograd/data/lm_tokenizer.h, attograd/data/sentencepiece.h).
 // SentencePiece ids are checked against python3-sentencepiece's on the same
 // model files (tools/make_sentencepiece_fixtures.py).
 #include <gtest/gtest.h>

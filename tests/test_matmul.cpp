@@ -1,4 +1,4 @@
-// matmul, linear and the GEMM layer (autograd/backend/blas.h).
+// matmul, linear and the GEMM layer (attograd/autograd/backend/blas.h).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// The memory trades of autograd/memory.h: parsing the setting, and for each
+// The memory trades of attograd/autograd/memory.h: parsing the setting, and for each
 // choice that the gradients equal the other choice's (attention bit for bit,
 // layer norm to float rounding) while the saved bytes shrink as documented.
 #include <gtest/gtest.h>

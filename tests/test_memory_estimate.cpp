@@ -113,7 +113,7 @@ double measured_peak(const GPTConfig& c, int64_t batch) {
 }
 
 // The estimate against what two training steps hold at their peak, under
-// each memory policy (autograd/memory.h): never short of it, and at most 1.5x
+// each memory policy (attograd/autograd/memory.h): never short of it, and at most 1.5x
 // (memory_estimate.h quotes the ratios measured over more models). An
 // estimate that ignored the policy falls short under "fast" (the lean count
 // is 0.94x of fast's peak for this seq2seq model, 0.91x for this GPT) or,

@@ -1,5 +1,5 @@
-// GNU gettext .mo catalogs (data/mo.h) and the parallel corpus built from
-// them (data/gettext_corpus.h): catalogs assembled here byte by byte, in both
+// GNU gettext .mo catalogs (attograd/data/mo.h) and the parallel corpus built from
+// them (attograd/data/gettext_corpus.h): catalogs assembled here byte by byte, in both
 // byte orders and in every malformed way the reader must refuse; corpora read
 // from a locale tree made here; and the machine's own /usr/share/locale when
 // its catalogs are installed.

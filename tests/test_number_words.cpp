@@ -1,4 +1,4 @@
-// data/number_words.h: the corpus spelling of every number in data/numbers,
+// examples/common/number_words.h: the corpus spelling of every number in data/numbers,
 // and the input normaliser that training, eval and translate share.
 #include <gtest/gtest.h>
 
@@ -6,11 +6,11 @@
 #include <vector>
 
 #include <attograd/autograd/error.h>
-#include <attograd/data/number_words.h>
+#include "examples/common/number_words.h"
 #include <attograd/data/tsv.h>
 #include "test_util.h"
 
-namespace attograd {
+namespace attograd::app {
 namespace {
 
 const std::string kCorpus = std::string(ATTOGRAD_SOURCE_DIR) + "/data/numbers/";
@@ -84,4 +84,4 @@ TEST(NumberWords, DigitsBecomeWordsOnlyWhenTheyAreAWholeNumberInRange) {
 }
 
 }  // namespace
-}  // namespace attograd
+}  // namespace attograd::app

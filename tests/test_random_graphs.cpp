@@ -2,7 +2,7 @@
 // a seed, a builder composes random ops (elementwise with broadcasting,
 // reductions over dims, views, transposes, slices, cat/stack, matmul/linear,
 // softmax, layer_norm, indexing, attention, losses) on random float64 leaves
-// of random shapes, then gradchecks the whole graph (autograd/gradcheck.h).
+// of random shapes, then gradchecks the whole graph (attograd/autograd/gradcheck.h).
 // A failure prints the seed and the graph; rerun one graph with
 //   ATTOGRAD_GRAPH_SEED=<seed> build/bin/test_random_graphs
 //

@@ -1,4 +1,4 @@
-// The thread pool (autograd/backend/threads.h), the GEMM split across it, and the
+// The thread pool (attograd/autograd/backend/threads.h), the GEMM split across it, and the
 // promise that a training step gives the same numbers with 1 or 2 threads.
 #include <gtest/gtest.h>
 

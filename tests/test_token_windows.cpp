@@ -1,4 +1,4 @@
-// The language model's windows over a token stream (data/token_windows.h).
+// The language model's windows over a token stream (attograd/data/token_windows.h).
 #include <gtest/gtest.h>
 
 #include <attograd/autograd/error.h>

@@ -1,4 +1,4 @@
-// autograd/backend/vecmath.h: every kernel set this CPU runs (scalar always;
+// attograd/autograd/backend/vecmath.h: every kernel set this CPU runs (scalar always;
 // AVX2, AVX-512 when present) against std:: float64 math, within the stated
 // 1.0 ulp, over sweeps that include the edges.
 #include <bit>

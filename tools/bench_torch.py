@@ -27,7 +27,7 @@ PyTorch at its best settings:
   - --mkldnn on|off sets torch.backends.mkldnn.enabled; scripts/bench runs
     both and reports the faster per row.
   - OpenBLAS' kernel is chosen as attograd chooses it
-    (autograd/backend/blas_kernel.h): when OPENBLAS_CORETYPE is unset and the
+    (attograd/autograd/backend/blas_kernel.h): when OPENBLAS_CORETYPE is unset and the
     library falls back to a generic kernel on a CPU with AVX2/AVX-512, the
     script sets OPENBLAS_CORETYPE.
 The environment variables are read when the libraries load, so the script
@@ -73,7 +73,7 @@ def cpu_flags():
 
 
 def best_core(flags):
-    # As autograd/backend/blas_kernel.h: SkylakeX for any AVX-512 CPU, since
+    # As attograd/autograd/backend/blas_kernel.h: SkylakeX for any AVX-512 CPU, since
     # OpenBLAS 0.3.21 refuses OPENBLAS_CORETYPE=Cooperlake ("Core not found")
     # and its Cooperlake adds only bf16 kernels to SkylakeX's sgemm/dgemm.
     avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags

@@ -45,7 +45,7 @@ def char_ids(text):
 
 
 def lr_at(step, a):
-    """optim::WarmupCosine (optim/schedule.cpp)."""
+    """optim::WarmupCosine (attograd/optim/schedule.cpp)."""
     if step <= a.warmup:
         return a.lr * step / a.warmup
     if step >= a.steps:

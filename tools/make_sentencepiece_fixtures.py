@@ -5,7 +5,7 @@
 
 Trains a BPE and a unigram model on tests/fixtures/sentencepiece/train.txt (the
 first lines of docs/autograd.md, copied) with the options attograd's
-SentencePieceTokenizer::train uses (data/sentencepiece.cpp; keep them in step),
+SentencePieceTokenizer::train uses (attograd/data/sentencepiece.cpp; keep them in step),
 and writes <kind>.model and expected.json: for each probe text, the ids python
 gives. The C++ test loads the same .model files and must give the same ids.
 """

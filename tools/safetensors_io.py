@@ -1,6 +1,6 @@
 """Tiny pure-Python safetensors writer and reader (struct + json only).
 
-The same format and byte layout as autograd/io/safetensors.{h,cpp} and the
+The same format and byte layout as attograd/autograd/io/safetensors.{h,cpp} and the
 reference implementation (huggingface/safetensors), so files written here are
 byte-identical to files written by attograd's C++ writer:
 

@@ -1,5 +1,5 @@
-"""The PyTorch twins of attograd's Seq2SeqTransformer (nn/transformer.h) and
-GPT (nn/gpt.h).
+"""The PyTorch twins of attograd's Seq2SeqTransformer (attograd/nn/transformer.h) and
+GPT (attograd/nn/gpt.h).
 
 Built from torch.nn primitives (Embedding, batch-first MultiheadAttention,
 LayerNorm, Linear), with the same structure and the same parameter names as
@@ -245,7 +245,7 @@ class GPTBlock(nn.Module):
 
 
 class GPT(nn.Module):
-    """The twin of attograd's GPT (nn/gpt.h), same parameter names."""
+    """The twin of attograd's GPT (attograd/nn/gpt.h), same parameter names."""
 
     def __init__(self, c):
         super().__init__()

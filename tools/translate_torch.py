@@ -10,27 +10,27 @@ It writes the detokenized test hypotheses; `translate score` scores them and
 attograd's own with one BLEU/chrF implementation. The defaults are `translate
 train`'s for text corpora. What mirrors what:
   - corpus: DIR/{train,valid,test}.tsv as `translate prepare` writes them, `source<TAB>target`,
-    an optional '#' header (data/tsv.h); training pairs too long for --max-len left out.
-  - ids: the Vocab translate builds from a SentencePiece model (data/sentencepiece.h):
+    an optional '#' header (attograd/data/tsv.h); training pairs too long for --max-len left out.
+  - ids: the Vocab translate builds from a SentencePiece model (attograd/data/sentencepiece.h):
     <pad> 0, <bos> 1, <eos> 2, <unk> 3, then piece i keeps its SentencePiece id i
     (SentencePiece's <unk> 0 becomes 3; its <s>, </s> never come out of encode).
-  - collate (data/loader.h): source = src + <eos>, tgt_in = <bos> + tgt,
+  - collate (attograd/data/loader.h): source = src + <eos>, tgt_in = <bos> + tgt,
     tgt_out = tgt + <eos>, right-padded with 0; key padding masks; causal mask.
-  - model (nn/transformer.h): nn.Transformer(norm_first=True, batch_first=True,
+  - model (attograd/nn/transformer.h): nn.Transformer(norm_first=True, batch_first=True,
     ReLU) has attograd's pre-LN layers and final LayerNorm per stack; as
     Seq2SeqTransformer::encode/decode, embeddings are scaled by sqrt(d_model),
-    fixed sinusoids are added (nn/embedding.h) and dropout follows; a Linear
+    fixed sinusoids are added (attograd/nn/embedding.h) and dropout follows; a Linear
     generator, untied. Weights keep PyTorch's own init (nn.Transformer's
     xavier_uniform_, Linear's kaiming-uniform) but for the embeddings: N(0, 1/d_model)
-    as attograd's (nn/transformer.h says why), not Embedding's N(0, 1).
-  - training (examples/common/trainer.h, train_choices.cpp, optim/schedule.h):
+    as attograd's (attograd/nn/transformer.h says why), not Embedding's N(0, 1).
+  - training (examples/common/trainer.h, train_choices.cpp, attograd/optim/schedule.h):
     Adam/AdamW with beta2 0.98, eps 1e-9, --weight-decay on every parameter;
     the schedule sets step t's lr (t from 1) before the update; grad-norm clipping;
     cross-entropy over non-pad target tokens with label smoothing.
-  - batches (data/loader.h, fairseq's --max-tokens): examples sorted by
+  - batches (attograd/data/loader.h, fairseq's --max-tokens): examples sorted by
     max(|src|, |tgt|) + 1 (ties by index), cut so rows x longest row <= --max-tokens,
     the batches shuffled each epoch (Python's RNG, not attograd's: other batches).
-  - decoding (nn/generate.cpp): greedy argmax, and beam search keeping the best
+  - decoding (attograd/nn/generate.cpp): greedy argmax, and beam search keeping the best
     2K candidates per step, finished hypotheses ranked by
     log_prob / ((5 + len) / 6)^alpha with len counting <eos>, seeded with greedy's
     hypothesis. Outputs stop at <eos>; <bos>/<pad> are dropped and <unk> decodes
@@ -75,7 +75,7 @@ class Subwords:
 
 
 def read_split(path):
-    """(source, target) pairs of a TSV file, as data/tsv.h reads two columns."""
+    """(source, target) pairs of a TSV file, as attograd/data/tsv.h reads two columns."""
     pairs = []
     with open(path, encoding="utf-8", newline="\n") as f:
         for n, line in enumerate(f, 1):
@@ -127,7 +127,7 @@ def token_batches(examples, max_tokens):
 
 
 def collate(rows):
-    """src [B, S], tgt_in [B, T], tgt_out [B, T] (data/loader.h's collate)."""
+    """src [B, S], tgt_in [B, T], tgt_out [B, T] (attograd/data/loader.h's collate)."""
     S = max(len(s) for s, _ in rows) + 1
     T = max(len(t) for _, t in rows) + 1
     src = torch.full((len(rows), S), PAD, dtype=torch.long)
@@ -186,7 +186,7 @@ class Translator(nn.Module):
         return self.decode(tgt_in, self.encode(src, src_kpm), src_kpm, tgt_in == PAD)
 
 
-# ---- optimizer and schedules (train_choices.cpp, optim/schedule.cpp) -------------------------
+# ---- optimizer and schedules (train_choices.cpp, attograd/optim/schedule.cpp) -------------------------
 
 def make_optimizer(a, params):
     if a.optimizer == "sgd":
@@ -216,7 +216,7 @@ def lr_at(t, a):
     return a.lr * 0.1 ** ((t - 1) // max(a.steps // 3, 1))  # step
 
 
-# ---- evaluation and decoding (nn/generate.cpp) -------------------------------------------------
+# ---- evaluation and decoding (attograd/nn/generate.cpp) -------------------------------------------------
 
 @torch.no_grad()
 def valid_loss(model, examples, max_tokens):
@@ -265,7 +265,7 @@ def penalty(n, alpha):
 
 @torch.no_grad()
 def beam_search(model, src, seeds, K, alpha, max_len):
-    """beam_search of nn/generate.cpp for each row of src [B, S], seeded with
+    """beam_search of attograd/nn/generate.cpp for each row of src [B, S], seeded with
     greedy's (tokens, log_prob) per row. The rows' beams share one decoder call
     per step. A row stops early only once no live beam can beat its best
     finished score (a bound: the result is that of running to max_len)."""

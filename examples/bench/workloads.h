@@ -4,7 +4,7 @@
 // V vocab, H heads, N layers (per stack).
 //   seq2seq (tiny, base): Seq2SeqTransformer on copy-task batches: src [B, L]
 //     random symbols, tgt_in = [BOS, src[:-1]], tgt_out = src, no padding.
-//   gpt (lm): GPT (nn/gpt.h, GPT-2 init) on windows w [B, L + 1] of random
+//   gpt (lm): GPT (attograd/nn/gpt.h, GPT-2 init) on windows w [B, L + 1] of random
 //     token ids in [1, V): inputs w[:, :-1], targets w[:, 1:].
 // The loss is the mean cross-entropy over the batch rows [first, last) this
 // process trains on (all rows in one process; an equal share per rank in a
@@ -44,7 +44,7 @@ inline const BenchConfig kLm{"lm", Arch::gpt, 114, 128, 32, 128, 4, 512, 4};
 double forward_flops(const BenchConfig& c);
 
 // One GEMM shape of a training step as the model issues it to gemm<float>
-// (autograd/backend/blas.h's arguments, operands contiguous): `calls` times
+// (attograd/autograd/backend/blas.h's arguments, operands contiguous): `calls` times
 // per step, each call `heads` independent products side by side on the pool
 // (B·H for the fused attention's per-head products, 1 for a linear layer).
 struct StepGemm {

@@ -14,7 +14,7 @@
 //                2: the moments; SGD with momentum 1; train_choices.h)
 //   activations  what autograd saves in one forward for the backward, plus
 //                the backward's working set, as the memory policy in force
-//                saves it (memory_options(), autograd/memory.h). With N the
+//                saves it (memory_options(), attograd/autograd/memory.h). With N the
 //                elements a layer norm keeps per row (E by default, its
 //                output; 2E when it keeps its input too) and A(k) those an
 //                attention keeps per query row and head over k keys (2 by
@@ -41,7 +41,7 @@
 // Not counted: the program and its libraries (peak RSS 23 MB for a model of
 // a few kB), the data set, the evaluation pass (no gradients, so far less
 // than a training step), and the blocks the caching allocator keeps when batch
-// shapes vary (autograd/backend/allocator.h: at most the in-use peak plus 64 MiB).
+// shapes vary (attograd/autograd/backend/allocator.h: at most the in-use peak plus 64 MiB).
 // Against peak RSS less those 23 MB (copy_task, 1 thread, 3 steps, batches of
 // one shape): 1.03x (0.24M parameters, E 64, 32 rows of 24 tokens) and 1.05x
 // (5.5M parameters, E 256, 3+3 layers, 64 rows of 42 tokens), 1.10x for the

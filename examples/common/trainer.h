@@ -9,7 +9,7 @@
 //
 // Started under mpirun it trains data-parallel (docs/distributed.md): each
 // rank takes a disjoint shard of every global batch (--batch-size rows per
-// rank), the gradients are summed across ranks in buckets (dist/reducer.h),
+// rank), the gradients are summed across ranks in buckets (attograd/dist/reducer.h),
 // evaluation is split across ranks and merged, and only rank 0 prints, logs
 // and writes checkpoints.
 //
@@ -83,7 +83,7 @@ struct TrainOptions {
   BackpropViews views;            // --graph-out, --trace-backward: of the run's first step, then training goes on
   int64_t samples = 5;            // sample decodes shown at the end
   bool quiet = false;             // no progress line (tests)
-  // How data-parallel ranks add their gradients (dist/reducer.h): MPI's own
+  // How data-parallel ranks add their gradients (attograd/dist/reducer.h): MPI's own
   // order, or rank order with bit-identical sums on every rank.
   dist::ReduceOrder allreduce_order = dist::ReduceOrder::native;
 };

@@ -10,7 +10,7 @@
 
 #include <attograd/data/bleu.h>
 #include <attograd/autograd/io/safetensors.h>
-#include <attograd/data/number_words.h>
+#include "examples/common/number_words.h"
 #include "examples/common/checkpoint_model.h"
 #include "examples/common/memory_estimate.h"
 

@@ -3,10 +3,10 @@
 // them, heads_study trains the number task many times.
 //
 //  - numbers: English number words -> fr/de/es, from data/numbers/*.tsv
-//    (data/parallel.h); sources normalised (data/number_words.h), word or
+//    (attograd/data/parallel.h); sources normalised (attograd/data/number_words.h), word or
 //    character tokens, scored by exact match.
-//  - text: any sentence pairs (a user's files, data/corpus.h, or the gettext
-//    catalogs, data/gettext_corpus.h), kept as they are (case, punctuation),
+//  - text: any sentence pairs (a user's files, attograd/data/corpus.h, or the gettext
+//    catalogs, attograd/data/gettext_corpus.h), kept as they are (case, punctuation),
 //    SentencePiece subwords trained on the training split (one model for both
 //    sides, or one per side), scored by BLEU and chrF on detokenized text.
 //
@@ -69,7 +69,7 @@ std::string default_corpus_dir();
 // A split of the corpus: a name in data_dir (train, valid, test, gen) or a path to a TSV file.
 // Read with read_file_bytes' bound text_input_limit() (memory_estimate.h).
 // Its English sources are normalised as translate normalises its input
-// (normalize_number_words, data/number_words.h), so training, eval and
+// (normalize_number_words, attograd/data/number_words.h), so training, eval and
 // translate read the same text.
 ParallelText read_split(const std::string& data_dir, const std::string& split, const std::string& lang);
 

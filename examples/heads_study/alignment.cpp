@@ -5,7 +5,7 @@
 #include <set>
 
 #include <attograd/autograd/error.h>
-#include <attograd/data/number_words.h>
+#include "examples/common/number_words.h"
 #include <attograd/data/parallel.h>
 #include <attograd/data/tokenizer.h>
 
@@ -44,7 +44,7 @@ constexpr std::array<const char*, 20> kEnglishBelow20 = {
 constexpr std::array<const char*, 10> kEnglishTens = {"",      "",      "twenty",  "thirty", "forty",
                                                       "fifty", "sixty", "seventy", "eighty", "ninety"};
 
-// English as english_number_words spells it (data/number_words.cpp), split as
+// English as english_number_words spells it (examples/common/number_words.cpp), split as
 // HyphenWordTokenizer splits it.
 void english_below_100(int g, int64_t n, std::vector<SourceToken>& out) {
   if (n < 10) {

@@ -1,7 +1,7 @@
 // What each attention head does, measured: entropy, mean attention distance,
 // and the loss a head costs when it is removed (ablation). Part of the heads
 // study; works on any Seq2SeqTransformer through attention observers
-// (AttentionObserver in nn/attention.h).
+// (AttentionObserver in attograd/nn/attention.h).
 //
 // Shape legend: B batch, H heads, T query length, S key length, V target vocab.
 //   weights [B, H, T, S]: one softmax row per query (a fully masked row is all 0)
@@ -59,7 +59,7 @@ struct HeadAblation {
 };
 
 struct AblationBatch {
-  Tensor src, tgt_in, tgt_out, src_key_padding_mask;  // as data/loader.h's Batch
+  Tensor src, tgt_in, tgt_out, src_key_padding_mask;  // as attograd/data/loader.h's Batch
 };
 
 // The teacher-forced loss with every head kept (the baseline) ...

@@ -1,9 +1,9 @@
 // translate: a tiny translation transformer for real sentence pairs, and for
 // the number-words task it began with.
 //
-//   translate train --corpus gettext --tgt fr [flags]   the machine's gettext catalogs, en -> fr (data/gettext_corpus.h)
+//   translate train --corpus gettext --tgt fr [flags]   the machine's gettext catalogs, en -> fr (attograd/data/gettext_corpus.h)
 //   translate train --corpus DIR --src en --tgt ko       your files: train.tsv (source<TAB>target) or train.en +
-//                                                        train.ko, valid/test beside them or carved (data/corpus.h)
+//                                                        train.ko, valid/test beside them or carved (attograd/data/corpus.h)
 //   translate train [--lang fr|de|es]                    the number-words corpus (data/numbers)
 //   translate eval  --checkpoint DIR [--split test]      loss, token accuracy, exact match, BLEU, chrF on a split
 //   translate translate --checkpoint DIR "Permission denied" ...   (or one sentence per stdin line, or --input FILE)
@@ -12,7 +12,7 @@
 //
 // Real text keeps its case and punctuation and is read as SentencePiece
 // subwords trained on the training split (examples/common/translation.h);
-// number words are normalised (data/number_words.h: "3400" reads as "three
+// number words are normalised (examples/common/number_words.h: "3400" reads as "three
 // thousand four hundred") and read as words or, for German, characters.
 #include <sys/stat.h>
 #include <unistd.h>

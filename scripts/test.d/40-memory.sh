@@ -5,7 +5,7 @@
 # RssAnon, the heap and other anonymous memory, where leaked tensors, graph
 # nodes and saved buffers would sit; VmRSS adds the pages of the binary and
 # its libraries (OpenBLAS, ...), mostly constant, and is printed too.
-# Every batch has the same shape: the caching allocator (autograd/backend/allocator.h)
+# Every batch has the same shape: the caching allocator (attograd/autograd/backend/allocator.h)
 # keeps a free list per block size for good, so with random lengths a rare
 # short batch late in the run adds a bounded step that is not a leak.
 # Warm-up is the first third of the run (the first checkpoints included); the

@@ -17,18 +17,17 @@ fail() { echo "apidocs: $*" >&2; exit 1; }
 
 # The self-test's tree, built in the background beside the real one.
 mkdir -p "$work/tree/attograd"
-cp attograd/attograd.h "$work/tree/attograd/"
-cp -r autograd nn optim data "$work/tree/"
+cp -r attograd/attograd.h attograd/autograd attograd/nn attograd/optim attograd/data "$work/tree/attograd/"
 find "$work/tree" -type f ! -name '*.h' -delete
 sed -i 's#^}  // namespace attograd$#// Planted by 65-apidocs.sh: documented.\nTensor planted_documented(const Tensor\& x);\nTensor planted_undocumented(const Tensor\& x);\n&#' \
-  "$work/tree/nn/linear.h"
-grep -q planted_undocumented "$work/tree/nn/linear.h" || fail "self-test: could not plant the fault in nn/linear.h"
+  "$work/tree/attograd/nn/linear.h"
+grep -q planted_undocumented "$work/tree/attograd/nn/linear.h" || fail "self-test: could not plant the fault in attograd/nn/linear.h"
 scripts/docs --src "$work/tree" --out "$work/out" --no-html > "$work/selftest" 2>&1 &
 selftest=$!
 
 # Doxyfile's EXCLUDE is the install's private headers.
 private=$(sed -n '/^set(ATTOGRAD_PRIVATE_HEADERS/,/)/p' cmake/install.cmake | grep -oE '[a-z_/]+\.h' | sort)
-excluded=$(sed -n '/^EXCLUDE  /,/^[^ ]/p' docs/Doxyfile | grep -oE '[a-z_/]+\.h' | sort)
+excluded=$(sed -n '/^EXCLUDE  /,/^[^ ]/p' docs/Doxyfile | grep -oE '[a-z_/]+\.h' | sed 's#^attograd/##' | sort)
 [[ $private == "$excluded" ]] ||
   fail "docs/Doxyfile's EXCLUDE is not cmake/install.cmake's ATTOGRAD_PRIVATE_HEADERS:"$'\n'"$(diff <(echo "$excluded") <(echo "$private"))"
 
@@ -48,7 +47,7 @@ grep -qF "Where to start" "$build/docs/html/index.html" || fail "the front page 
 
 # The self-test: the planted undocumented function, and only it, is reported.
 if (( selftest_rc == 0 )); then sed 's/^/  /' "$work/selftest"; fail "self-test: a tree with an undocumented function passed"; fi
-grep -qE '^ +nn/linear\.h:[0-9]+: attograd: planted_undocumented\(' "$work/selftest" ||
+grep -qE '^ +attograd/nn/linear\.h:[0-9]+: attograd: planted_undocumented\(' "$work/selftest" ||
   { sed 's/^/  /' "$work/selftest"; fail "self-test: the planted undocumented function was not reported"; }
 if grep -q 'planted_documented' "$work/selftest"; then fail "self-test: a documented function was reported"; fi
 grep -q '; 1 problem(s)' "$work/selftest" || { sed 's/^/  /' "$work/selftest"; fail "self-test: expected exactly 1 problem"; }
