@@ -10,10 +10,10 @@ include(CMakePackageConfigHelpers)
 # Headers that are implementation details stay out of the install: the
 # tensor's storage (tensor_impl.h), the ops' kernels and the BLAS backend.
 # No public header includes them (scripts/test.d/50-install.sh compiles each
-# installed header alone to keep it so).
-set(ATTOGRAD_PRIVATE_HEADERS attograd/autograd/tensor_impl.h attograd/autograd/ops/kernels.h attograd/autograd/backend/blas.h
-    attograd/autograd/backend/blas_kernel.h attograd/autograd/backend/small_gemm.h attograd/autograd/backend/vecmath_isa.h attograd/autograd/kernels/add.h
-    attograd/autograd/kernels/rows.h)  # relative to attograd/
+# installed header alone to keep it so). Paths are relative to attograd/.
+set(ATTOGRAD_PRIVATE_HEADERS autograd/tensor_impl.h autograd/ops/kernels.h autograd/backend/blas.h
+    autograd/backend/blas_kernel.h autograd/backend/small_gemm.h autograd/backend/vecmath_isa.h autograd/kernels/add.h
+    autograd/kernels/rows.h)
 set(ATTOGRAD_PUBLIC_HEADERS)
 foreach(part ${ATTOGRAD_PARTS})
   file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/attograd ${PROJECT_SOURCE_DIR}/attograd/${part}/*.h)
