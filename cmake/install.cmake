@@ -48,22 +48,35 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/attogradConfigVersion.cma
 install(FILES ${PROJECT_BINARY_DIR}/attogradConfig.cmake ${PROJECT_BINARY_DIR}/attogradConfigVersion.cmake
         DESTINATION ${ATTOGRAD_CMAKE_DIR} COMPONENT dev)
 
-# attograd.pc. With static libraries SentencePiece, SLEEF, libxsmm, libdl
-# and the thread library are needed by every link, so they are plain
-# Requires/Libs; a shared build moves them to the .private fields. OpenBLAS
-# is in neither: the library loads it at run time (cmake/openblas.cmake).
-# libxsmm is spelled out as -lxsmm -lxsmmnoblas (cmake/small_gemm.cmake)
-# rather than required: pkg-config would move Requires' -lxsmm after our
-# -lxsmmnoblas, and the stubs must come after libxsmm to be linked.
+# attograd.pc. With static libraries the optional libraries the build used
+# (SentencePiece, SLEEF, libxsmm), libdl and the thread library are needed by
+# every link, so they are plain Requires/Libs; a shared build moves them to
+# the .private fields. OpenBLAS is in neither: the library loads it at run
+# time (cmake/openblas.cmake). libxsmm is spelled out as -lxsmm -lxsmmnoblas
+# (cmake/small_gemm.cmake) rather than required: pkg-config would move
+# Requires' -lxsmm after our -lxsmmnoblas, and the stubs must come after
+# libxsmm to be linked.
+set(attograd_pc_deps "")
+if(ATTOGRAD_SENTENCEPIECE)
+  string(APPEND attograd_pc_deps " sentencepiece")
+endif()
+if(ATTOGRAD_SLEEF)
+  string(APPEND attograd_pc_deps " sleef")
+endif()
+string(STRIP "${attograd_pc_deps}" attograd_pc_deps)
+set(attograd_pc_libs "-lrt -ldl -lm -pthread")
+if(ATTOGRAD_XSMM)
+  set(attograd_pc_libs "-lxsmm -lxsmmnoblas ${attograd_pc_libs}")
+endif()
 if(BUILD_SHARED_LIBS)
   set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json")
-  set(ATTOGRAD_PC_REQUIRES_PRIVATE "sentencepiece sleef")
+  set(ATTOGRAD_PC_REQUIRES_PRIVATE "${attograd_pc_deps}")
   set(ATTOGRAD_PC_LIBS_STATIC "")
-  set(ATTOGRAD_PC_LIBS_PRIVATE "-lxsmm -lxsmmnoblas -lrt -ldl -lm -pthread")
+  set(ATTOGRAD_PC_LIBS_PRIVATE "${attograd_pc_libs}")
 else()
-  set(ATTOGRAD_PC_REQUIRES "fmt nlohmann_json sentencepiece sleef")
+  string(STRIP "fmt nlohmann_json ${attograd_pc_deps}" ATTOGRAD_PC_REQUIRES)
   set(ATTOGRAD_PC_REQUIRES_PRIVATE "")
-  set(ATTOGRAD_PC_LIBS_STATIC " -lxsmm -lxsmmnoblas -lrt -ldl -lm -pthread")
+  set(ATTOGRAD_PC_LIBS_STATIC " ${attograd_pc_libs}")
   set(ATTOGRAD_PC_LIBS_PRIVATE "")
 endif()
 # The prefix is found relative to the .pc file, so the file stays right

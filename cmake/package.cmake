@@ -19,8 +19,16 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 # pull in the runtime libraries the programs need (libfmt9). OpenBLAS is
 # loaded at run time (cmake/openblas.cmake), which dpkg-shlibdeps cannot
 # see, so its runtime package is named here.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas0, libfmt-dev, nlohmann-json3-dev, libsentencepiece-dev, libsleef-dev")
-string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libxsmm-dev")  # the small-GEMM library (cmake/small_gemm.cmake)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas0, libfmt-dev, nlohmann-json3-dev")
+# The optional libraries this build used (CMakeLists.txt's attograd_optional).
+foreach(pair ATTOGRAD_SENTENCEPIECE:libsentencepiece-dev ATTOGRAD_SLEEF:libsleef-dev ATTOGRAD_XSMM:libxsmm-dev)
+  string(REPLACE ":" ";" pair ${pair})
+  list(GET pair 0 option)
+  list(GET pair 1 package)
+  if(${option})
+    string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", ${package}")
+  endif()
+endforeach()
 if(ATTOGRAD_MPI)  # attograd::dist links MPI (find_dependency(MPI) in attogradConfig.cmake)
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libopenmpi-dev")
 endif()

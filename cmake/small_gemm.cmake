@@ -1,8 +1,10 @@
 # The small-GEMM library behind attograd's GEMM layer
 # (attograd/autograd/backend/small_gemm.h): libxsmm's JIT kernels (Debian libxsmm-dev,
-# a static library with a .pc file). attograd::tensor links it privately; a
+# a static library with a .pc file), with ATTOGRAD_XSMM (on when found:
+# CMakeLists.txt finds both libraries below). attograd::tensor links it privately; a
 # static attograd passes it on to its consumers (attogradConfig.cmake,
-# attograd.pc, the .deb).
+# attograd.pc, the .deb). Without it small_gemm.cpp has no kernels and the
+# router sends every product to OpenBLAS.
 # libxsmm calls the Fortran BLAS (sgemm_, dgemm_) as its own fallback, which
 # attograd never asks for; attograd links no BLAS (OpenBLAS is loaded at run
 # time: cmake/openblas.cmake), so libxsmmnoblas, libxsmm's stubs for those
@@ -11,11 +13,8 @@
 # before the target's libraries, which leaves a shared libattograd_tensor.so
 # with undefined sgemm_). (BLIS was linked here until issue 30:
 # docs/performance.md says why it went.)
-pkg_check_modules(LIBXSMM IMPORTED_TARGET libxsmm)
-find_library(LIBXSMM_NOBLAS_LIBRARY xsmmnoblas HINTS ${LIBXSMM_LIBRARY_DIRS})
-if(NOT LIBXSMM_FOUND OR NOT LIBXSMM_NOBLAS_LIBRARY)
-  message(FATAL_ERROR "attograd's GEMM layer needs libxsmm and its libxsmmnoblas (found: libxsmm ${LIBXSMM_FOUND}, "
-          "libxsmmnoblas ${LIBXSMM_NOBLAS_LIBRARY}): apt install libxsmm-dev (scripts/setup lists it)")
+if(NOT ATTOGRAD_XSMM)
+  return()
 endif()
 get_target_property(attograd_xsmm_libs PkgConfig::LIBXSMM INTERFACE_LINK_LIBRARIES)
 if(NOT "${LIBXSMM_NOBLAS_LIBRARY}" IN_LIST attograd_xsmm_libs)

@@ -9,6 +9,10 @@
 // a line longer than SentencePiece's 4192-byte limit is fed in pieces cut
 // before a space (or, with no space to cut at, between two characters), so
 // no line is skipped.
+//
+// A build without SentencePiece (ATTOGRAD_SENTENCEPIECE=OFF,
+// build_features().sentencepiece false) keeps this API, but train, load and
+// from_proto are a ValueError naming the library to install.
 #pragma once
 #include <memory>
 #include <unordered_map>

@@ -5,9 +5,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include <attograd/autograd/error.h>
+#include <attograd/version.h>
+
+#if ATTOGRAD_HAS_XSMM
 #include <libxsmm.h>
+#endif
 
 namespace attograd {
+
+#if ATTOGRAD_HAS_XSMM
 
 namespace {
 
@@ -82,6 +89,24 @@ XsmmKernel xsmm_kernel(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans
 }
 
 size_t xsmm_cached_kernels() { return xsmm_cache().size(); }
+
+#else  // a build without libxsmm (ATTOGRAD_XSMM=OFF): no kernel, so the router picks OpenBLAS
+
+void XsmmKernel::operator()(float*, const float*, const float*) const {
+  fail<ValueError>("gemm", "a libxsmm kernel was called, but this library was built without libxsmm "
+                   "(-DATTOGRAD_XSMM=OFF or libxsmm-dev missing)");
+}
+
+bool xsmm_supports(float, float) { return false; }
+
+XsmmKernel xsmm_kernel(int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, float, float) {
+  fail<ValueError>("gemm", "GemmBackend::xsmm was asked for, but this library was built without libxsmm "
+                   "(-DATTOGRAD_XSMM=OFF or libxsmm-dev missing); hint: ATTOGRAD_GEMM=blas or openblas");
+}
+
+size_t xsmm_cached_kernels() { return 0; }
+
+#endif  // ATTOGRAD_HAS_XSMM
 
 void xsmm_transpose_b(float* bt, const float* b, int64_t N, int64_t K, int64_t ldb) {
   // In 16×16 tiles, so both sides of each tile stay in L1.

@@ -20,6 +20,10 @@
 // Only these two files include libxsmm.h. libxsmm's own BLAS fallback (which
 // attograd never calls) is linked to libxsmmnoblas' stubs: OpenBLAS is not
 // linked but loaded at run time (blas_kernel.h, cmake/small_gemm.cmake).
+// A build without libxsmm (ATTOGRAD_XSMM=OFF, build_features().xsmm false)
+// supports nothing, so the router sends every product to OpenBLAS, and
+// xsmm_kernel() (reached only when GemmBackend::xsmm is forced) is a
+// ValueError naming the option.
 #pragma once
 #include <cstddef>
 #include <cstdint>
