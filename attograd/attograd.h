@@ -5,8 +5,10 @@
 // header below can also be included on its own.
 //
 // Where to start: attograd::Tensor (attograd/autograd/tensor.h) and the ops
-// (attograd/autograd/ops/, one header per family, shapes in each comment); backward,
-// NoGradGuard and the graph (attograd/autograd/engine.h); custom ops with a
+// (attograd/autograd/ops/, one header per family, shapes in each comment); backward
+// and the graph (attograd/autograd/engine.h); NoGradGuard and every other
+// switch, with its default and environment variable
+// (attograd/autograd/settings.h, included by autograd.h); custom ops with a
 // hand-written backward (attograd/autograd/function.h) and gradcheck
 // (attograd/autograd/gradcheck.h); attograd::Module and the layers (nn/); the
 // optimizers and learning-rate schedules (attograd::optim, optim/); datasets

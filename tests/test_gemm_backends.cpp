@@ -2,12 +2,12 @@
 // OpenBLAS, libxsmm and the shape-class routing agrees with the naive
 // kernel on every transpose pairing, odd sizes, padded leading dims, alpha and
 // beta; float64 goes to OpenBLAS' dgemm whatever is forced; libxsmm's kernels
-// are cached per thread and safe on the pool; ATTOGRAD_GEMM picks the backend.
-// (ctest also reruns test_matmul and test_attention with each backend forced.)
+// are cached per thread and safe on the pool. (ctest also reruns test_matmul
+// and test_attention with each backend forced; the names and ATTOGRAD_GEMM:
+// test_settings.cpp.)
 #include <dlfcn.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -154,14 +154,4 @@ TEST(GemmBackends, BlasCallsReachTheLoadedOpenBlas) {
   EXPECT_EQ(out, (std::vector<float>{19, 22, 43, 50}));
   EXPECT_NE(openblas_library_path().find("openblas"), std::string::npos) << openblas_library_path();
   for (const char* name : {"cblas_sgemm", "cblas_dgemm"}) EXPECT_EQ(dlsym(RTLD_DEFAULT, name), nullptr) << name;
-}
-
-TEST(GemmBackends, NamesAndTheEnvironment) {
-  for (GemmBackend b : {GemmBackend::blas, GemmBackend::openblas, GemmBackend::xsmm, GemmBackend::naive})
-    EXPECT_EQ(parse_gemm_backend(gemm_backend_name(b)), b);
-  expect_error<ValueError>([] { parse_gemm_backend("mkl"); }, {"gemm", "'mkl'", "ATTOGRAD_GEMM", "openblas"});
-  expect_error<ValueError>([] { parse_gemm_backend("blis"); }, {"gemm", "'blis'"});  // dropped (issue 30)
-  // ctest runs this file with ATTOGRAD_GEMM set to each backend too.
-  const char* env = std::getenv("ATTOGRAD_GEMM");
-  EXPECT_EQ(gemm_backend(), env ? parse_gemm_backend(env) : GemmBackend::blas);
 }

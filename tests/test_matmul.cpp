@@ -233,15 +233,6 @@ TEST(Gemm, BadLeadingDimIsAValueError) {
                            {"gemm", "lda=2", ">= 3"});
 }
 
-TEST(Gemm, BackendSwitchAndGuard) {
-  EXPECT_EQ(gemm_backend(), GemmBackend::blas);
-  {
-    GemmBackendGuard guard(GemmBackend::naive);
-    EXPECT_EQ(gemm_backend(), GemmBackend::naive);
-  }
-  EXPECT_EQ(gemm_backend(), GemmBackend::blas);
-}
-
 TEST(Gemm, OpenBlasInfo) {
   EXPECT_FALSE(blas_corename().empty());
   const int before = blas_num_threads();

@@ -1,6 +1,7 @@
-// The memory trades of attograd/autograd/memory.h: parsing the setting, and for each
-// choice that the gradients equal the other choice's (attention bit for bit,
-// layer norm to float rounding) while the saved bytes shrink as documented.
+// The memory trades of attograd/autograd/memory.h: for each choice, that the
+// gradients equal the other choice's (attention bit for bit, layer norm to
+// float rounding) while the saved bytes shrink as documented. Parsing the
+// setting and its guard: test_settings.cpp.
 #include <gtest/gtest.h>
 
 #include <attograd/autograd/backend/allocator.h>
@@ -97,37 +98,6 @@ AttnRun run_attention(const AttnCase& c, DType dt, const MemoryOptions& mem) {
   for (const Tensor& t : {q, k, v}) run.grads.push_back(grad_values(t));
   if (c.learned_mask) run.grads.push_back(grad_values(o.attn_mask));
   return run;
-}
-
-TEST(MemoryOptions, ParseAndPrint) {
-  EXPECT_EQ(kLean, MemoryOptions{});
-  EXPECT_EQ(kFast, (MemoryOptions{AttentionSaves::probabilities, LayerNormSaves::input}));
-  EXPECT_EQ(parse_memory_options(""), MemoryOptions{});
-  EXPECT_EQ(parse_memory_options("attention=probabilities"),
-            (MemoryOptions{AttentionSaves::probabilities, LayerNormSaves::output}));
-  EXPECT_EQ(parse_memory_options("layer_norm=input,attention=row_stats"),
-            (MemoryOptions{AttentionSaves::row_stats, LayerNormSaves::input}));
-  for (const MemoryOptions& o : {kLean, kFast, parse_memory_options("attention=probabilities")})
-    EXPECT_EQ(parse_memory_options(memory_options_str(o)), o) << memory_options_str(o);
-  EXPECT_EQ(memory_options_str(kLean), "attention=row_stats,layer_norm=output");
-  expect_error<ValueError>([] { parse_memory_options("attention=p"); },
-                           {"ATTOGRAD_MEMORY", "attention", "'p'", "probabilities"});
-  expect_error<ValueError>([] { parse_memory_options("lean,"); }, {"ATTOGRAD_MEMORY", "cannot read"});
-  expect_error<ValueError>([] { parse_memory_options("small"); }, {"ATTOGRAD_MEMORY", "'small'", "lean, fast"});
-}
-
-TEST(MemoryOptions, GuardRestoresTheSetting) {
-  const MemoryOptions before = memory_options();
-  {
-    MemoryOptionsGuard g(kFast);
-    EXPECT_EQ(memory_options(), kFast);
-    {
-      MemoryOptionsGuard inner(kLean);
-      EXPECT_EQ(memory_options(), kLean);
-    }
-    EXPECT_EQ(memory_options(), kFast);
-  }
-  EXPECT_EQ(memory_options(), before);
 }
 
 // Recomputing P from the row statistics gives the very P the forward made, so

@@ -1,5 +1,6 @@
 // The autograd library in one include: tensors, the engine, every op, custom
-// functions, gradcheck, memory options, printing and the thread pool.
+// functions, gradcheck, memory options, printing, the thread pool and the
+// settings (settings.h: every switch, its default and its variable).
 #pragma once
 #include <attograd/autograd/error.h>
 #include <attograd/autograd/engine.h>
@@ -7,6 +8,7 @@
 #include <attograd/autograd/memory.h>
 #include <attograd/autograd/gradcheck.h>
 #include <attograd/autograd/print.h>
+#include <attograd/autograd/settings.h>
 #include <attograd/autograd/tensor.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/ops/attention.h>

@@ -76,13 +76,12 @@ void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g, bool create_graph) 
 }
 }  // namespace
 
-bool GradMode::enabled() { return g_grad_enabled; }
-void GradMode::set_enabled(bool on) { g_grad_enabled = on; }
-bool AnomalyMode::enabled() { return g_anomaly; }
-void AnomalyMode::set_enabled(bool on) { g_anomaly = on; }
-BackwardObserver* backward_observer() { return g_observer; }
-BackwardObserverGuard::BackwardObserverGuard(BackwardObserver* observer) : prev_(g_observer) { g_observer = observer; }
-BackwardObserverGuard::~BackwardObserverGuard() { g_observer = prev_; }
+bool GradMode::get() { return g_grad_enabled; }
+void GradMode::set(bool on) { g_grad_enabled = on; }
+bool AnomalyMode::get() { return g_anomaly; }
+void AnomalyMode::set(bool on) { g_anomaly = on; }
+BackwardObserver* BackwardObserverSetting::get() { return g_observer; }
+void BackwardObserverSetting::set(BackwardObserver* observer) { g_observer = observer; }
 
 Node::~Node() {
   // Move the edges out and drop the closure first; then unlink every node we

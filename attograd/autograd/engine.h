@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include <attograd/autograd/settings.h>
 #include <attograd/autograd/tensor.h>
 
 namespace attograd {
@@ -126,69 +127,17 @@ class Grads {
   std::vector<Tensor>* written_;  // each input's gradient, summed, for a BackwardObserver
 };
 
-// Gradient recording is on by default; NoGradGuard turns it off in a scope
-// (thread-local), like torch.no_grad().
-struct GradMode {
-  // Whether ops record the graph on this thread.
-  static bool enabled();
-  // Turns recording on or off for this thread (prefer NoGradGuard, which restores it).
-  static void set_enabled(bool on);
-};
-// No graph recording on this thread while it lives (torch.no_grad()); the
-// previous mode comes back after.
-class NoGradGuard {
- public:
-  NoGradGuard() : prev_(GradMode::enabled()) { GradMode::set_enabled(false); }
-  ~NoGradGuard() { GradMode::set_enabled(prev_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
- private:
-  bool prev_;
-};
-
-// Sets grad mode to `enabled` in a scope (torch.set_grad_enabled): the
-// engine turns it on while it creates a backward graph, gradgradcheck while
-// it evaluates gradients inside gradcheck's no-grad evaluations.
-class GradModeGuard {
- public:
-  // Remembers this thread's grad mode and sets it to `enabled`; the
-  // destructor puts the remembered mode back.
-  explicit GradModeGuard(bool enabled) : prev_(GradMode::enabled()) { GradMode::set_enabled(enabled); }
-  ~GradModeGuard() { GradMode::set_enabled(prev_); }
-  GradModeGuard(const GradModeGuard&) = delete;
-  GradModeGuard& operator=(const GradModeGuard&) = delete;
- private:
-  bool prev_;
-};
-
-// Anomaly detection (torch.autograd.detect_anomaly): while a guard lives, every
-// recorded op checks its forward output (for NaN and +Inf; -Inf is how masks
-// enter a softmax), and every backward checks each gradient it produces (for
-// any non-finite value); the first one throws an AutogradError naming the op
-// and its input shapes.
-struct AnomalyMode {
-  // Whether anomaly checks run on this thread.
-  static bool enabled();
-  // Turns them on or off for this thread (prefer AnomalyGuard, which restores it).
-  static void set_enabled(bool on);
-};
-// Anomaly detection on this thread while it lives (see AnomalyMode).
-class AnomalyGuard {
- public:
-  AnomalyGuard() : prev_(AnomalyMode::enabled()) { AnomalyMode::set_enabled(true); }
-  ~AnomalyGuard() { AnomalyMode::set_enabled(prev_); }
-  AnomalyGuard(const AnomalyGuard&) = delete;
-  AnomalyGuard& operator=(const AnomalyGuard&) = delete;
- private:
-  bool prev_;
-};
+// Grad mode (NoGradGuard, GradModeGuard), anomaly detection (AnomalyGuard)
+// and the backward observer (BackwardObserverGuard) are settings of this
+// thread: settings.h, with every other switch.
 
 // Sees every node as run_backward runs it, on this thread (thread-local, like
 // GradMode): before(node, grad) with grad = dL/d(node's output); after() once
 // backward has run and released its closure (node.released, node.freed_bytes),
 // with input_grads[i] what it sent to input i (undefined: nothing). For an
 // AccumulateGrad node, input_grads[0] is what was added to the leaf's .grad.
-// BackwardTrace (trace.h) is one; install one with BackwardObserverGuard.
+// BackwardTrace (trace.h) is one; install one with BackwardObserverGuard
+// (settings.h).
 class BackwardObserver {
  public:
   virtual ~BackwardObserver() = default;
@@ -198,22 +147,6 @@ class BackwardObserver {
   // what it sent to input i (undefined: nothing).
   virtual void after(const Node& node, const Tensor& grad, const std::vector<Tensor>& input_grads) = 0;
 };
-// The observer installed on this thread (the innermost live
-// BackwardObserverGuard's), or null when there is none.
-BackwardObserver* backward_observer();
-// Installs a BackwardObserver on this thread while it lives; the previous one
-// (or none) comes back after. It does not own the observer, which must outlive it.
-class BackwardObserverGuard {
- public:
-  // Makes `observer` this thread's observer (null: none) until the guard dies.
-  explicit BackwardObserverGuard(BackwardObserver* observer);
-  ~BackwardObserverGuard();
-  BackwardObserverGuard(const BackwardObserverGuard&) = delete;
-  BackwardObserverGuard& operator=(const BackwardObserverGuard&) = delete;
- private:
-  BackwardObserver* prev_;
-};
-
 // Called when a leaf's .grad is final for this backward (PyTorch's
 // register_post_accumulate_grad_hook): once per backward (run_backward, not
 // grad()), after the last contribution was added, with the leaf itself, whose

@@ -14,8 +14,9 @@
 //
 // Both choices give the same gradients as the other setting (attention bit
 // for bit; layer norm to float rounding) and change no forward value.
-// Set it in code (set_memory_options, or MemoryOptionsGuard for a scope) or
-// with the environment variable ATTOGRAD_MEMORY, read at the first use:
+// Set it in code (set_memory_options, or MemoryOptionsGuard for a scope:
+// settings.h, with every other switch) or with the environment variable
+// ATTOGRAD_MEMORY, read at the first use:
 //   ATTOGRAD_MEMORY=lean          the defaults (row_stats, output)
 //   ATTOGRAD_MEMORY=fast          probabilities, input (the choices before this setting)
 //   ATTOGRAD_MEMORY=attention=probabilities,layer_norm=output   one by one
@@ -57,18 +58,5 @@ void set_memory_options(const MemoryOptions& options);
 MemoryOptions parse_memory_options(std::string_view spec);
 // The spec parse_memory_options reads back: "attention=row_stats,layer_norm=output".
 std::string memory_options_str(const MemoryOptions& options);
-
-// Sets the options while it lives; the previous ones come back after.
-class MemoryOptionsGuard {
- public:
-  // Remembers the setting in force and sets `options`; the destructor puts it back.
-  explicit MemoryOptionsGuard(const MemoryOptions& options) : prev_(memory_options()) { set_memory_options(options); }
-  ~MemoryOptionsGuard() { set_memory_options(prev_); }
-  MemoryOptionsGuard(const MemoryOptionsGuard&) = delete;
-  MemoryOptionsGuard& operator=(const MemoryOptionsGuard&) = delete;
-
- private:
-  MemoryOptions prev_;
-};
 
 }  // namespace attograd

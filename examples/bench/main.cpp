@@ -59,9 +59,10 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
-#include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/backend/gemm.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/engine.h>
+#include <attograd/autograd/settings.h>
 #include <attograd/dist/communicator.h>
 #include <attograd/dist/reducer.h>
 #include <attograd/nn/transformer.h>

@@ -44,7 +44,7 @@ inline const BenchConfig kLm{"lm", Arch::gpt, 114, 128, 32, 128, 4, 512, 4};
 double forward_flops(const BenchConfig& c);
 
 // One GEMM shape of a training step as the model issues it to gemm<float>
-// (attograd/autograd/backend/blas.h's arguments, operands contiguous): `calls` times
+// (attograd/autograd/backend/gemm.h's arguments, operands contiguous): `calls` times
 // per step, each call `heads` independent products side by side on the pool
 // (B·H for the fused attention's per-head products, 1 for a linear layer).
 struct StepGemm {

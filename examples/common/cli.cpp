@@ -20,12 +20,8 @@
 
 #include <attograd/dist/communicator.h>
 
-// Private headers, until their two calls have a public home: gemm_backend()
-// (the ATTOGRAD_GEMM check) and blas_corename() (compute_summary).
-#include <attograd/autograd/backend/blas.h>
-#include <attograd/autograd/backend/blas_kernel.h>
 #include <attograd/autograd/backend/threads.h>
-#include <attograd/autograd/backend/vecmath.h>
+#include <attograd/autograd/settings.h>
 #include "examples/common/memory_estimate.h"
 #include "examples/common/preflight.h"
 
@@ -296,10 +292,9 @@ int guarded_main(const char* program, const std::function<int()>& body) {
       if (world->rank() != 0 && !std::freopen("/dev/null", "w", stdout))
         fail<IOError>("mpi", "cannot silence stdout on rank {}", world->rank());
     }
-    // The GEMM library and the kernel set, from the environment: a bad name
-    // is one line now, not after the data is read.
-    gemm_backend();
-    vecmath();
+    // ATTOGRAD_GEMM, ATTOGRAD_MEMORY, ATTOGRAD_VECMATH: a bad value is one
+    // line now, not after the data is read.
+    read_settings_from_environment();
     return body();
   } catch (const std::bad_alloc&) {
     report_and_abort(world, fmt::format("{}: error: {}{}\n", program, rank, out_of_memory()));

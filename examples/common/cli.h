@@ -28,8 +28,9 @@ class Stopped : public std::runtime_error {
   int code_;
 };
 
-// Checks ATTOGRAD_GEMM and ATTOGRAD_VECMATH (a bad name fails before any
-// work; an empty one is unset), then runs body()
+// Checks ATTOGRAD_GEMM, ATTOGRAD_MEMORY and ATTOGRAD_VECMATH
+// (read_settings_from_environment: a bad value fails before any work; an
+// empty one is unset), then runs body()
 // with SIGXFSZ ignored (so a file size limit is an IOError); any exception
 // becomes "<program>: error: <message>" on stderr and exit code 2 (running out
 // of memory too, with a hint naming the size flags). body's own return value

@@ -36,11 +36,11 @@
 #include <optional>
 #include <string>
 
-namespace attograd {
+// blas_corename(), the kernel family OpenBLAS runs, is declared there: a
+// program's summary names it.
+#include <attograd/autograd/settings.h>
 
-// The kernel family OpenBLAS runs ("Haswell", "SkylakeX", "Prescott", ...);
-// loads OpenBLAS if nothing has yet.
-std::string blas_corename();
+namespace attograd {
 
 // What CPUID (and the OS, via XGETBV) says the processor can run.
 struct CpuFeatures {

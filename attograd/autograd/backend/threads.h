@@ -34,7 +34,7 @@ namespace attograd {
 // The most ranges parallel_for makes per thread of the pool.
 inline constexpr int64_t kChunksPerThread = 4;
 
-// Process-wide; n >= 1.
+// Process-wide; n >= 1 (NumThreadsGuard in settings.h sets it for a scope).
 void set_num_threads(int n);
 // The pool's size: the calling thread plus its workers (1: no workers).
 int num_threads();

@@ -15,6 +15,7 @@
 // within the bound. ATTOGRAD_VECMATH=scalar|avx2|avx512 in the environment
 // picks a kernel set for A/B measurements (one the CPU lacks falls back to
 // the best it has, with a warning; any other name is a ValueError).
+// settings.h lists it with every other switch.
 //
 // Shape legend: y and x are n floats; y may alias x (in place).
 #pragma once
