@@ -9,6 +9,19 @@
 
 namespace attograd {
 
+namespace {
+
+// A KV cache holds each position's keys and values as they were computed;
+// without the causal mask they depend on every later token, so none can be kept.
+void check_causal_for_cache(const GPTConfig& c, const char* op) {
+  if (!c.causal)
+    fail<ValueError>(op, "the model has no causal mask (config.causal = false), so its keys and values change with "
+                     "every later token and a KV cache cannot hold them; hint: run forward() on the whole sequence "
+                     "without a cache");
+}
+
+}  // namespace
+
 // ---- config -------------------------------------------------------------------------
 
 void GPTConfig::validate() const {
@@ -22,6 +35,9 @@ void GPTConfig::validate() const {
   if (d_model % heads != 0)
     fail<ValueError>("GPTConfig", "heads ({}) must divide d_model ({}); hint: try heads = {}", heads, d_model,
                      d_model % 4 == 0 ? 4 : 1);
+  if (kv_heads && (*kv_heads <= 0 || heads % *kv_heads != 0))
+    fail<ValueError>("GPTConfig", "kv_heads ({}) must be positive and divide heads ({}); hint: kv_heads = {} is "
+                     "multi-head, 1 multi-query attention", *kv_heads, heads, heads);
   if (!(dropout >= 0 && dropout < 1)) fail<ValueError>("GPTConfig", "dropout must be in [0, 1), got {}", dropout);
   if (!(layer_norm_eps >= 0 && layer_norm_eps <= 1))
     fail<ValueError>("GPTConfig", "layer_norm_eps must be in [0, 1], got {}", layer_norm_eps);
@@ -30,7 +46,8 @@ void GPTConfig::validate() const {
 int64_t GPTConfig::parameter_count() const {
   using namespace config_sizes;
   validate();
-  const int64_t block = sum_params({layer_norm_params(d_model), attention_params(d_model, d_model),
+  const int64_t kv = d_model / heads * kv_head_count();  // G · D
+  const int64_t block = sum_params({layer_norm_params(d_model), attention_params(d_model, kv),
                                     layer_norm_params(d_model), feed_forward_params(d_model, d_ff)},
                                    "GPTConfig");
   const int64_t embed = checked_mul(vocab, d_model, "GPTConfig", "vocab x d_model");
@@ -46,11 +63,11 @@ int64_t GPTConfig::state_numel() const {
 }
 
 nlohmann::json GPTConfig::to_json() const {
-  return {{"vocab", vocab}, {"context", context}, {"d_model", d_model}, {"heads", heads}, {"d_ff", d_ff},
-          {"layers", layers}, {"dropout", dropout},
+  return {{"vocab", vocab}, {"context", context}, {"d_model", d_model}, {"heads", heads},
+          {"kv_heads", kv_head_count()}, {"d_ff", d_ff}, {"layers", layers}, {"dropout", dropout},
           {"positions", positions == PositionalEncoding::Kind::learned ? "learned" : "sinusoidal"},
           {"tie_embeddings", tie_embeddings}, {"init", init == GPTInit::gpt2 ? "gpt2" : "pytorch"},
-          {"layer_norm_eps", layer_norm_eps}};
+          {"layer_norm_eps", layer_norm_eps}, {"causal", causal}};
 }
 
 GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
@@ -62,6 +79,7 @@ GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
     c.context = json_int(j, "context", "GPTConfig");
     c.d_model = json_int(j, "d_model", "GPTConfig");
     c.heads = json_int(j, "heads", "GPTConfig");
+    if (j.contains("kv_heads")) c.kv_heads = json_int(j, "kv_heads", "GPTConfig");  // older checkpoints: heads
     c.d_ff = json_int(j, "d_ff", "GPTConfig");
     c.layers = json_int(j, "layers", "GPTConfig");
     c.dropout = j.at("dropout").get<double>();
@@ -74,6 +92,7 @@ GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
     if (init != "pytorch" && init != "gpt2") fail<ValueError>("GPTConfig", "unknown init '{}'; hint: pytorch or gpt2", init);
     c.init = init == "gpt2" ? GPTInit::gpt2 : GPTInit::pytorch;
     c.layer_norm_eps = j.value("layer_norm_eps", 1e-5);
+    c.causal = j.value("causal", true);  // older checkpoints: causal
   } catch (const nlohmann::json::exception& e) {
     fail<ValueError>("GPTConfig", "bad config JSON: {}", e.what());
   }
@@ -83,10 +102,12 @@ GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
 
 // ---- block ------------------------------------------------------------------------------
 
-GPTBlock::GPTBlock(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dg) : Module("GPTBlock") {
+GPTBlock::GPTBlock(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dg)
+    : Module("GPTBlock"), causal(c.causal) {
   ln1 = register_module("ln1", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(
-                                     MHAConfig{.embed_dim = c.d_model, .num_heads = c.heads, .dropout = c.dropout,
+                                     MHAConfig{.embed_dim = c.d_model, .num_heads = c.heads,
+                                               .num_kv_heads = c.kv_head_count(), .dropout = c.dropout,
                                                .dropout_gen = dg},
                                      gen));
   ln2 = register_module("ln2", std::make_shared<LayerNorm>(Shape{c.d_model}, c.layer_norm_eps));
@@ -98,7 +119,7 @@ GPTBlock::GPTBlock(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator
 Tensor GPTBlock::forward(const Tensor& x, AttentionCache* cache) {
   // x = x + Drop(CausalSelfAttn(LN1(x)));  x = x + Drop(MLP(LN2(x)))
   MHAOptions o;
-  o.is_causal = true;
+  o.is_causal = causal;
   o.cache = cache;
   const Tensor h1 = ln1->forward(x);
   const Tensor h = x + drop1->forward(attn->forward(h1, h1, h1, o).out);
@@ -156,6 +177,7 @@ void GPT::init_gpt2(Generator& gen) {
 Tensor GPT::forward(const Tensor& ids, KVCache* cache) {
   if (ids.dim() != 2) fail<ShapeError>("GPT", "expected ids [B, T], got {}", shape_str(ids.shape()));
   if (ids.dtype() != DType::i64) fail<DTypeError>("GPT", "expected i64 ids, got {}", dtype_name(ids.dtype()));
+  if (cache) check_causal_for_cache(config, "GPT");
   if (cache && cache->self_attn.size() != blocks->size())
     fail<ValueError>("GPT", "cache has {} layers, the model {}; hint: use model.make_cache()", cache->self_attn.size(),
                      blocks->size());
@@ -171,6 +193,7 @@ Tensor GPT::forward(const Tensor& ids, KVCache* cache) {
 
 Tensor GPT::decode_step(std::span<const int64_t> ids, KVCache& cache) {
   const auto& blks = *blocks;
+  check_causal_for_cache(config, "GPT::decode_step");
   check_decode_step(*this, "GPT::decode_step", cache, blks.size(), config.context);
   for (size_t i = 0; i < blks.size(); ++i)
     if (blks[i].attn->observer)
