@@ -79,6 +79,10 @@ cxxopts::Options make_options(const std::string& mode) {
       ("context", "context length T (tokens the model sees)", cxxopts::value<int64_t>()->default_value(std::to_string(m.context)))
       ("d-model", "model width E", cxxopts::value<int64_t>()->default_value(std::to_string(m.d_model)))
       ("heads", "attention heads (must divide d-model)", cxxopts::value<int64_t>()->default_value(std::to_string(m.heads)))
+      ("kv-heads", "key/value heads G (grouped-query attention; must divide --heads; default: --heads, multi-head; "
+       "1: multi-query). The KV cache of sampling shrinks by heads/G", cxxopts::value<int64_t>())
+      ("no-causal", "drop the causal mask, so every position sees every other: a control only, since position t "
+       "then reads its own target (token t + 1) and the loss collapses; sampling runs the whole window per token")
       ("d-ff", "MLP width", cxxopts::value<int64_t>()->default_value(std::to_string(m.d_ff)))
       ("layers", "Transformer blocks", cxxopts::value<int64_t>()->default_value(std::to_string(m.layers)))
       ("dropout", "dropout probability", cxxopts::value<double>()->default_value("0"))
@@ -130,6 +134,13 @@ GPTConfig model_from(const cxxopts::ParseResult& r) {
   c.context = cli::flag_in_range<int64_t>(r, "context", 1, 1 << 16);
   c.d_model = cli::flag_in_range<int64_t>(r, "d-model", 1, 1 << 14);
   c.heads = cli::flag_in_range<int64_t>(r, "heads", 1, 1 << 10);
+  if (r.count("kv-heads")) {
+    c.kv_heads = cli::flag_in_range<int64_t>(r, "kv-heads", 1, 1 << 10);
+    if (c.heads % *c.kv_heads != 0)
+      fail<ValueError>("flags", "--kv-heads {} must divide --heads {}; hint: {} is multi-head, 1 multi-query attention",
+                       *c.kv_heads, c.heads, c.heads);
+  }
+  c.causal = r.count("no-causal") == 0;
   c.d_ff = cli::flag_in_range<int64_t>(r, "d-ff", 1, 1 << 16);
   c.layers = cli::flag_in_range<int64_t>(r, "layers", 1, 64);
   c.dropout = cli::flag_in_range<double>(r, "dropout", 0.0, 0.99);
@@ -143,6 +154,14 @@ GPTConfig model_from(const cxxopts::ParseResult& r) {
   c.init = init == "gpt2" ? GPTInit::gpt2 : GPTInit::pytorch;
   c.validate();
   return c;
+}
+
+// "4 heads", "4 heads, 1 K/V head", and the missing causal mask called out.
+std::string attention_summary(const GPTConfig& c) {
+  std::string s = fmt::format("{} heads", c.heads);
+  if (c.kv_head_count() != c.heads) s += fmt::format(", {} K/V head{}", c.kv_head_count(), c.kv_head_count() == 1 ? "" : "s");
+  if (!c.causal) s += ", no causal mask (a control: the loss collapses)";
+  return s;
 }
 
 // Cross-entropy of the held-out tokens under the training part's token
@@ -254,10 +273,10 @@ int train(const cxxopts::ParseResult& r) {
   auto dropout_gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xd50u));
   GPT model(cfg, init_gen, dropout_gen);
   fmt::print("lm: {} | {} tokens ({} train, {} held out), tokenizer {} with {} tokens | model {} parameters "
-             "({} layers, d_model {}, {} heads, context {}) | {} | {}\n",
+             "({} layers, d_model {}, {}, context {}) | {} | {}\n",
              path.empty() ? std::string("fortunes") : path, data->ids().size(), data->train_tokens(),
              data->heldout_tokens(), tok->kind(), tok->vocab_size(), model.num_parameters(), cfg.layers, cfg.d_model,
-             cfg.heads, cfg.context, memory, cli::compute_summary());
+             attention_summary(cfg), cfg.context, memory, cli::compute_summary());
   fmt::print("unigram baseline: held-out loss {:.4f}\n", unigram_baseline(*data, cfg.vocab));
   std::fflush(stdout);
 

@@ -51,6 +51,15 @@ std::vector<float> feed(GPT& model, KVCache& cache, std::span<const int32_t> ids
   return logits.narrow(1, logits.size(1) - 1, 1).reshape({-1}).to_vector<float>();
 }
 
+// Logits [V] of the last of ids (at most the context) through the graph
+// without a cache: the only way to run a model without the causal mask, each
+// token's keys and values depending on every later token.
+std::vector<float> last_logits(GPT& model, std::span<const int32_t> ids) {
+  const std::vector<int64_t> v(ids.begin(), ids.end());
+  const Tensor logits = model.forward(Tensor::from_vector(v, {1, static_cast<int64_t>(v.size())}));  // [1, n, V]
+  return logits.narrow(1, logits.size(1) - 1, 1).reshape({-1}).to_vector<float>();
+}
+
 }  // namespace
 
 std::vector<int32_t> generate(GPT& model, const std::vector<int32_t>& prompt, const SampleOptions& opt, Generator& gen,
@@ -65,12 +74,16 @@ std::vector<int32_t> generate(GPT& model, const std::vector<int32_t>& prompt, co
   NoGradGuard no_grad;
   KVCache cache = model.make_cache();
   std::vector<int32_t> all = prompt;
-  std::vector<float> logits = feed(model, cache, all);
+  const bool cached = model.config.causal;
+  std::vector<float> logits = cached ? feed(model, cache, all) : last_logits(model, all);
   for (int64_t i = 0; i < opt.max_new; ++i) {
     const int32_t next = sample_token(logits, opt, gen);
     all.push_back(next);
     if (on_token) on_token(next);
-    if (cache.length() + 1 > context) {  // full: start again from the last half context
+    if (!cached) {  // the last context tokens, whole
+      const auto window = std::min(static_cast<size_t>(context), all.size());
+      logits = last_logits(model, std::span<const int32_t>(all).last(window));
+    } else if (cache.length() + 1 > context) {  // full: start again from the last half context
       cache = model.make_cache();
       const auto keep = static_cast<size_t>(std::max<int64_t>(context / 2, 1));
       logits = feed(model, cache, std::span<const int32_t>(all).last(std::min(keep, all.size())));

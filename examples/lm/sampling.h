@@ -29,7 +29,9 @@ int32_t sample_token(std::span<const float> logits, const SampleOptions& opt, Ge
 // Continues prompt (at most context − 1 tokens; ValueError otherwise) by
 // opt.max_new tokens, calling on_token(id) as each one is drawn. When the
 // cache is full, the last half context is fed again into a fresh cache, so
-// generation goes on past the context.
+// generation goes on past the context. A model without the causal mask
+// (GPTConfig::causal false) cannot use a cache: each token then runs the
+// graph over the last context tokens.
 std::vector<int32_t> generate(GPT& model, const std::vector<int32_t>& prompt, const SampleOptions& opt, Generator& gen,
                               const std::function<void(int32_t)>& on_token = {});
 
