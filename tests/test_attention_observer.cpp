@@ -15,6 +15,7 @@
 using namespace attograd;
 using attograd::testing::expect_close;
 using attograd::testing::expect_error;
+using attograd::testing::randomize_parameters;
 
 namespace {
 
@@ -230,12 +231,9 @@ TEST(AttentionObserver, DecodingThroughTheGraphCallsObserversAndTheStepRefusesTh
   c.enc_layers = 1;
   c.dec_layers = 1;
   c.max_len = 16;
-  Generator gen(5), w(6);
+  Generator gen(5);
   Seq2SeqTransformer model(c, gen, nullptr);
-  {
-    NoGradGuard no_grad;
-    for (auto& [name, p] : model.named_parameters()) p.copy_(Tensor::randn(p.shape(), w, p.dtype()) * 0.5);
-  }
+  randomize_parameters(model, 6, 0.5);
   model.eval();
   const Tensor src = Tensor::from_vector(std::vector<int64_t>{3, 4, 5, 6, 7, 8, 9, 10}, {2, 4});
   DecodeOptions step{.max_len = 8, .bos_id = 1, .eos_id = 2};

@@ -49,10 +49,7 @@ std::unique_ptr<Seq2SeqTransformer> model(const Variant& v, uint64_t seed) {
   c.tie_embeddings = v.tie;
   Generator gen(seed);
   auto m = std::make_unique<Seq2SeqTransformer>(c, gen, nullptr);
-  // Larger random weights than the init, so that every path matters to the logits.
-  NoGradGuard no_grad;
-  Generator w(seed + 1);
-  for (auto& [name, p] : m->named_parameters()) p.copy_(Tensor::randn(p.shape(), w, p.dtype()) * 0.3);
+  randomize_parameters(*m, seed + 1, 0.3);
   m->eval();
   return m;
 }

@@ -40,9 +40,7 @@ TEST_P(GPTGradcheck, LossGradientOfEveryParameter) {
   Generator gen(3);
   GPT m(tiny(pos, tie, GPTInit::gpt2), gen);
   m.to(DType::f64);
-  // GPT-2's init keeps the weights small; random ones exercise every path harder.
-  Generator w(4);
-  for (auto& [name, p] : m.named_parameters()) p.copy_(Tensor::randn(p.shape(), w, DType::f64) * 0.5);
+  randomize_parameters(m, 4, 0.5);  // GPT-2's init keeps the weights small
   expect_gradcheck([&](const std::vector<Tensor>&) {
     return cross_entropy(m.forward(kIds).reshape({-1, 7}), kTargets.reshape({-1}));
   }, m.parameters());

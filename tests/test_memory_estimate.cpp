@@ -52,20 +52,32 @@ TEST(MemoryEstimate, ParameterCountMatchesTheModel) {
   }
 }
 
-// The allocator's in-use peak over two AdamW training steps of c on batches
-// of `batch` rows of src_len and tgt_len tokens, on one thread, with a fresh
-// allocator: weights, gradients, optimizer state and activations together, as
-// the estimate counts them.
-double measured_peak(const TransformerConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
+// The allocator's in-use peak while `train` runs two AdamW training steps, on
+// one thread, with a fresh allocator: weights, gradients, optimizer state and
+// activations together, as the estimate counts them. train(optimizer_for)
+// builds its model, calls optimizer_for(parameters) for AdamW, and steps.
+template <class Train>
+double measured_peak_of(Train&& train) {
   const int threads = num_threads();
   set_num_threads(1);
   const std::shared_ptr<Allocator> before = current_allocator();
   set_allocator(make_caching_allocator());
   {
+    const OptimizerChoice& adamw = find_choice(optimizer_choices(), "adamw", "optimizer");
+    train([&](const std::vector<Tensor>& params) { return adamw.make(params, TrainOptions{}); });
+  }
+  const double peak = static_cast<double>(default_allocator().peak_bytes());
+  set_allocator(before);
+  set_num_threads(threads);
+  return peak;
+}
+
+// Two steps of c on batches of `batch` rows of src_len and tgt_len tokens.
+double measured_peak(const TransformerConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
+  return measured_peak_of([&](auto optimizer_for) {
     Generator gen(1);
     Seq2SeqTransformer model(c, gen, nullptr);
-    const OptimizerChoice& adamw = find_choice(optimizer_choices(), "adamw", "optimizer");
-    const auto opt = adamw.make(model.parameters(), TrainOptions{});
+    const auto opt = optimizer_for(model.parameters());
     auto ids = [&](int64_t len, int64_t vocab, int64_t salt) {
       std::vector<int64_t> v;
       for (int64_t i = 0; i < batch * len; ++i) v.push_back(kNumSpecials + (i * 7 + salt) % (vocab - kNumSpecials));
@@ -77,23 +89,15 @@ double measured_peak(const TransformerConfig& c, int64_t batch, int64_t src_len,
       opt->step();
       opt->zero_grad();
     }
-  }
-  const double peak = static_cast<double>(default_allocator().peak_bytes());
-  set_allocator(before);
-  set_num_threads(threads);
-  return peak;
+  });
 }
 
+// Two steps of the language model c on batches of `batch` full windows.
 double measured_peak(const GPTConfig& c, int64_t batch) {
-  const int threads = num_threads();
-  set_num_threads(1);
-  const std::shared_ptr<Allocator> before = current_allocator();
-  set_allocator(make_caching_allocator());
-  {
+  return measured_peak_of([&](auto optimizer_for) {
     Generator gen(1);
     GPT model(c, gen);
-    const OptimizerChoice& adamw = find_choice(optimizer_choices(), "adamw", "optimizer");
-    const auto opt = adamw.make(model.parameters(), TrainOptions{});
+    const auto opt = optimizer_for(model.parameters());
     auto ids = [&](int64_t salt) {
       std::vector<int64_t> v;
       for (int64_t i = 0; i < batch * c.context; ++i) v.push_back((i * 7 + salt) % c.vocab);
@@ -105,11 +109,7 @@ double measured_peak(const GPTConfig& c, int64_t batch) {
       opt->step();
       opt->zero_grad();
     }
-  }
-  const double peak = static_cast<double>(default_allocator().peak_bytes());
-  set_allocator(before);
-  set_num_threads(threads);
-  return peak;
+  });
 }
 
 // The estimate against what two training steps hold at their peak, under

@@ -16,10 +16,13 @@
 
 #include <gtest/gtest.h>
 
+#include <attograd/autograd/engine.h>
 #include <attograd/autograd/generator.h>
 #include <attograd/autograd/gradcheck.h>
 #include <attograd/autograd/io/safetensors.h>
+#include <attograd/autograd/ops/elementwise.h>
 #include <attograd/autograd/tensor.h>
+#include <attograd/nn/module.h>
 
 namespace attograd::testing {
 
@@ -112,6 +115,15 @@ inline Tensor uniform_leaf(const Shape& s, uint64_t seed, double lo = -2, double
 }
 
 // ---- checks ------------------------------------------------------------------------------
+
+// Draws every parameter of `module` anew from N(0, scale²) with a Generator
+// seeded `seed`, in named_parameters() order: weights larger than the init,
+// so every path of a model matters to its outputs and gradients.
+inline void randomize_parameters(Module& module, uint64_t seed, double scale) {
+  NoGradGuard no_grad;
+  Generator gen(seed);
+  for (auto& [name, p] : module.named_parameters()) p.copy_(Tensor::randn(p.shape(), gen, p.dtype()) * scale);
+}
 
 inline bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 

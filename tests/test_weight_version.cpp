@@ -16,6 +16,7 @@
 #include <attograd/autograd/ops/reduction.h>
 #include <attograd/nn/transformer.h>
 #include <attograd/optim/sgd.h>
+#include <attograd/version.h>
 
 #include "test_util.h"
 
@@ -81,9 +82,7 @@ std::unique_ptr<Seq2SeqTransformer> model(uint64_t seed) {
   c.max_len = 24;
   Generator gen(seed);
   auto m = std::make_unique<Seq2SeqTransformer>(c, gen, nullptr);
-  NoGradGuard no_grad;
-  Generator w(seed + 1);
-  for (auto& [name, p] : m->named_parameters()) p.copy_(Tensor::randn(p.shape(), w, p.dtype()) * 0.3);
+  randomize_parameters(*m, seed + 1, 0.3);
   m->eval();
   return m;
 }
@@ -136,6 +135,7 @@ class StaleWeights : public ::testing::TestWithParam<std::tuple<Update, GemmBack
 // cache's steps, so a stale one would be served).
 TEST_P(StaleWeights, AnUpdateBetweenStepsGivesTheNewWeightsLogits) {
   const auto [how, lib] = GetParam();
+  if (lib == GemmBackend::xsmm && !build_features().xsmm) GTEST_SKIP() << "built without libxsmm (ATTOGRAD_XSMM=OFF)";
   GemmBackendGuard backend(lib);
   auto m = model(3);
   NoGradGuard no_grad;
@@ -162,6 +162,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, StaleWeights,
 // On libxsmm every step reads the kept wᵀ: a hit takes no memory, and a
 // weight written in place has its wᵀ remade in the same buffer.
 TEST(StaleWeights, KeptTransposesTakeNoNewMemoryAfterWarmUp) {
+  if (!build_features().xsmm) GTEST_SKIP() << "built without libxsmm (ATTOGRAD_XSMM=OFF)";
   GemmBackendGuard backend(GemmBackend::xsmm);
   auto m = model(5);
   NoGradGuard no_grad;
