@@ -43,6 +43,7 @@
 #include <attograd/autograd/ops/matmul.h>
 #include <attograd/autograd/ops/reduction.h>
 #include <attograd/autograd/ops/softmax.h>
+#include <attograd/autograd/settings.h>
 
 using namespace attograd;
 

@@ -19,7 +19,7 @@
 //   AnomalyMode              AnomalyMode::enabled() / set_enabled()     AnomalyGuard (on)
 //   BackwardObserverSetting  backward_observer() / ...Setting::set()    BackwardObserverGuard(observer*)
 //   MemoryOptionsSetting     memory_options() / set_memory_options()    MemoryOptionsGuard(MemoryOptions)
-//   GemmBackendSetting       gemm_backend() / set_gemm_backend()        GemmBackendGuard(GemmBackend)
+//   GemmBackendSetting       gemm_backend() / set_gemm_backend()        GemmBackendGuard(GemmBackend)  (backend/gemm.h)
 //   NumThreadsSetting        num_threads() / set_num_threads()          NumThreadsGuard(int)
 //   vector math kernel set   vecmath().name / - (fixed at first use)    -   (backend/vecmath.h)
 //
@@ -38,11 +38,9 @@
 // every attention module below a root, a field of those modules, not a switch
 // of the process or the thread.
 #pragma once
-#include <cstdint>
-#include <string>
-#include <string_view>
 #include <utility>
 
+#include <attograd/autograd/backend/gemm.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/memory.h>
 
@@ -149,25 +147,7 @@ struct MemoryOptionsSetting {
 // Sets the memory options while it lives; the previous ones come back after.
 using MemoryOptionsGuard = Scoped<MemoryOptionsSetting>;
 
-// The library every matrix product (backend/gemm.h) runs on. blas: route each
-// float product by its shape class to the library measured fastest for it
-// (docs/performance.md); openblas, xsmm: every float product to that library
-// (xsmm: OpenBLAS where libxsmm has no kernel), for tests and A/B runs;
-// naive: the reference loop, float64 too. float64 goes to OpenBLAS' dgemm
-// under every other choice.
-enum class GemmBackend { blas, openblas, xsmm, naive };
-
-// The backend in force (ATTOGRAD_GEMM at the first get or set, else blas).
-GemmBackend gemm_backend();
-// Replaces the backend for every thread.
-void set_gemm_backend(GemmBackend backend);
-// The backend a name means (the enum's names); a ValueError naming
-// ATTOGRAD_GEMM and the accepted names for any other.
-GemmBackend parse_gemm_backend(std::string_view name);
-// The name parse_gemm_backend reads back: "blas", "openblas", "xsmm", "naive".
-std::string_view gemm_backend_name(GemmBackend backend);
-
-// The GEMM backend as a setting.
+// The GEMM backend as a setting (GemmBackend and its functions: backend/gemm.h).
 struct GemmBackendSetting {
   // One of the backends.
   using value_type = GemmBackend;
@@ -178,17 +158,6 @@ struct GemmBackendSetting {
 };
 // Sets the GEMM backend while it lives; the previous one comes back after.
 using GemmBackendGuard = Scoped<GemmBackendSetting>;
-
-// The library GemmBackend::blas runs a float product of this shape on
-// (openblas or xsmm; xsmm only where libxsmm has a kernel for it): what a
-// benchmark names beside its timing. Arguments as backend/gemm.h's gemm.
-GemmBackend routed_gemm_backend(int64_t M, int64_t N, int64_t K, bool trans_b, float alpha, float beta);
-
-// The kernel family OpenBLAS runs ("Haswell", "SkylakeX", "Prescott", ...),
-// for a program's summary line; loads OpenBLAS if nothing has yet. The
-// library picks the fastest family for the CPU itself (and warns once on
-// stderr when OpenBLAS runs a generic one on a CPU that could do better).
-std::string blas_corename();
 
 // The thread pool's size as a setting (backend/threads.h).
 struct NumThreadsSetting {

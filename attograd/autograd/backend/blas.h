@@ -1,6 +1,6 @@
 // The GEMM layer's implementation: every matrix product in attograd goes
 // through gemm<T>() (its contract and shape legend: backend/gemm.h, public),
-// which runs on the backend settings.h's GemmBackend names.
+// which runs on the backend GemmBackend (there too) names.
 //
 // Backends with the same contract: OpenBLAS (cblas_sgemm/cblas_dgemm, loaded
 // at its first use: blas_kernel.h), the small-GEMM library libxsmm
@@ -19,7 +19,6 @@
 
 #include <attograd/autograd/backend/blas_kernel.h>
 #include <attograd/autograd/backend/gemm.h>
-#include <attograd/autograd/settings.h>
 
 namespace attograd {
 
@@ -42,7 +41,7 @@ void gemm_naive(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K,
 
 // OpenBLAS' own thread count: 1 from load time on (the pool splits large
 // GEMMs instead). Tests and benchmarks may change it; blas_corename() (the
-// kernel family OpenBLAS picked) is public, in settings.h.
+// kernel family OpenBLAS picked) is public, in gemm.h.
 void blas_set_num_threads(int n);
 int blas_num_threads();
 

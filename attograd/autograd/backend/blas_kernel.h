@@ -38,7 +38,7 @@
 
 // blas_corename(), the kernel family OpenBLAS runs, is declared there: a
 // program's summary names it.
-#include <attograd/autograd/settings.h>
+#include <attograd/autograd/backend/gemm.h>
 
 namespace attograd {
 
