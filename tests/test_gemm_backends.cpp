@@ -17,6 +17,7 @@
 #include <attograd/autograd/backend/small_gemm.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/error.h>
+#include <attograd/version.h>
 
 #include "test_util.h"
 
@@ -25,7 +26,12 @@ using namespace attograd::testing;
 
 namespace {
 
-constexpr GemmBackend kLibraries[] = {GemmBackend::blas, GemmBackend::openblas, GemmBackend::xsmm};
+// The backends this build has (libxsmm only with ATTOGRAD_XSMM).
+std::vector<GemmBackend> libraries() {
+  std::vector<GemmBackend> out = {GemmBackend::blas, GemmBackend::openblas};
+  if (build_features().xsmm) out.push_back(GemmBackend::xsmm);
+  return out;
+}
 
 struct Case {
   int64_t M, N, K;
@@ -77,7 +83,7 @@ void expect_matches_naive(GemmBackend backend, const Case& c, bool ta, bool tb, 
 
 TEST(GemmBackends, EveryLibraryMatchesNaiveFloat32) {
   Generator gen(21);
-  for (GemmBackend backend : kLibraries)
+  for (GemmBackend backend : libraries())
     for (const Case& c : kCases)
       for (bool ta : {false, true})
         for (bool tb : {false, true})
@@ -86,25 +92,28 @@ TEST(GemmBackends, EveryLibraryMatchesNaiveFloat32) {
 
 TEST(GemmBackends, Float64GoesToDgemmWhateverIsForced) {
   Generator gen(22);
-  for (GemmBackend backend : kLibraries)
+  for (GemmBackend backend : libraries())
     for (const Case& c : {Case{7, 5, 3}, Case{33, 65, 17}, Case{1024, 64, 64}})
       for (bool ta : {false, true})
         for (bool tb : {false, true}) expect_matches_naive<double>(backend, c, ta, tb, {0.5f, -2.f}, gen);
 }
 
-// The routing table at the shapes the models use (docs/performance.md).
+// The routing table at the shapes the models use (docs/performance.md);
+// a build without libxsmm sends them all to OpenBLAS.
 TEST(GemmBackends, RoutesByShapeClass) {
-  EXPECT_EQ(routed_gemm_backend(32, 32, 32, true, 0.17f, 0.f), GemmBackend::xsmm);  // Q Kᵀ, scaled
+  const GemmBackend xsmm = build_features().xsmm ? GemmBackend::xsmm : GemmBackend::openblas;
+  EXPECT_EQ(routed_gemm_backend(32, 32, 32, true, 0.17f, 0.f), xsmm);  // Q Kᵀ, scaled
   EXPECT_EQ(routed_gemm_backend(1, 128, 32, true, 0.17f, 0.f), GemmBackend::openblas);  // decode: one query row
-  EXPECT_EQ(routed_gemm_backend(32, 32, 32, false, 1.f, 1.f), GemmBackend::xsmm);   // dV accumulating
+  EXPECT_EQ(routed_gemm_backend(32, 32, 32, false, 1.f, 1.f), xsmm);   // dV accumulating
   EXPECT_EQ(routed_gemm_backend(32, 32, 32, false, 0.17f, 1.f), GemmBackend::openblas);  // libxsmm: alpha 1 with beta 1
-  EXPECT_EQ(routed_gemm_backend(1024, 64, 64, true, 1.f, 0.f), GemmBackend::xsmm);        // tiny's x Wᵀ
-  EXPECT_EQ(routed_gemm_backend(1024, 256, 256, false, 1.f, 0.f), GemmBackend::xsmm);     // base's dx = grad W
+  EXPECT_EQ(routed_gemm_backend(1024, 64, 64, true, 1.f, 0.f), xsmm);        // tiny's x Wᵀ
+  EXPECT_EQ(routed_gemm_backend(1024, 256, 256, false, 1.f, 0.f), xsmm);     // base's dx = grad W
   EXPECT_EQ(routed_gemm_backend(1024, 256, 256, true, 1.f, 0.f), GemmBackend::openblas);  // base's x Wᵀ
   EXPECT_EQ(routed_gemm_backend(4096, 4096, 1024, false, 1.f, 0.f), GemmBackend::openblas);  // beyond the measured
 }
 
 TEST(GemmBackends, XsmmKernelsAreMadeOncePerShapeAndThread) {
+  if (!build_features().xsmm) GTEST_SKIP() << "built without libxsmm (ATTOGRAD_XSMM=OFF)";
   Generator gen(23);
   const std::vector<float> a = Tensor::randn({48 * 40}, gen).to_vector<float>();
   const std::vector<float> b = Tensor::randn({40 * 24}, gen).to_vector<float>();
@@ -123,7 +132,7 @@ TEST(GemmBackends, XsmmKernelsAreMadeOncePerShapeAndThread) {
 TEST(GemmBackends, LibrariesAreSafeOnThePool) {
   const int threads_before = num_threads();
   set_num_threads(2);
-  for (GemmBackend backend : kLibraries) {
+  for (GemmBackend backend : libraries()) {
     const GemmBackendGuard use(backend);
     constexpr int64_t kProducts = 64;
     std::vector<double> worst(kProducts, 0.0);

@@ -8,6 +8,7 @@
 #include <attograd/autograd/error.h>
 #include <attograd/data/lm_tokenizer.h>
 #include <attograd/data/sentencepiece.h>
+#include <attograd/version.h>
 
 #include "test_util.h"
 
@@ -60,7 +61,12 @@ TEST(CharLMTokenizer, SavesAndLoadsThroughItsDirectory) {
   expect_error<IOError>([&] { load_lm_tokenizer(dir.path); }, {"not one character"});
 }
 
-class SentencePieceFixture : public ::testing::TestWithParam<const char*> {};
+// The SentencePiece tests skip in a build without it (sentencepiece_missing.cpp;
+// test_build_features.cpp checks its error there).
+class SentencePieceFixture : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { if (!build_features().sentencepiece) GTEST_SKIP() << "built without SentencePiece (ATTOGRAD_SENTENCEPIECE=OFF)"; }
+};
 
 TEST_P(SentencePieceFixture, IdsEqualPythonSentencePieceOnTheSameModel) {
   const std::string kind = GetParam();
@@ -96,6 +102,7 @@ TEST_P(SentencePieceFixture, TrainingHereGivesPythonsModel) {
 INSTANTIATE_TEST_SUITE_P(Kinds, SentencePieceFixture, ::testing::Values("bpe", "unigram"));
 
 TEST(SentencePieceTokenizer, ChunkedEncodingOfALongTextEqualsLineByLine) {
+  if (!build_features().sentencepiece) GTEST_SKIP() << "built without SentencePiece (ATTOGRAD_SENTENCEPIECE=OFF)";
   SentencePieceTokenizer sp = SentencePieceTokenizer::load(kFixtures + "bpe.model", "bpe");
   const std::string train = read_text(kFixtures + "train.txt");
   std::string big;
@@ -111,6 +118,7 @@ TEST(SentencePieceTokenizer, ChunkedEncodingOfALongTextEqualsLineByLine) {
 }
 
 TEST(SentencePieceTokenizer, BadInputIsAClearError) {
+  if (!build_features().sentencepiece) GTEST_SKIP() << "built without SentencePiece (ATTOGRAD_SENTENCEPIECE=OFF)";
   expect_error<ValueError>([] { train_lm_tokenizer("abc abc\n", {.kind = "bpe", .vocab_size = 5000}); },
                            {"could not train a bpe vocabulary of 5000 pieces", "--vocab-size must hold"});
   expect_error<ValueError>([] { train_lm_tokenizer("\n\n", {.kind = "unigram", .vocab_size = 100}); }, {"empty"});
@@ -121,6 +129,7 @@ TEST(SentencePieceTokenizer, BadInputIsAClearError) {
 // SentencePiece's trainer skips a line over 4192 bytes; such lines are fed to it
 // in pieces, so a text of long lines trains, and learns from every line.
 TEST(SentencePieceTokenizer, LinesOverTheTrainersLimitAreLearnedNotSkipped) {
+  if (!build_features().sentencepiece) GTEST_SKIP() << "built without SentencePiece (ATTOGRAD_SENTENCEPIECE=OFF)";
   std::string one_line;  // about 13 kB, no line break
   for (int i = 0; one_line.size() < 13'000; ++i) one_line += i % 3 ? "quux flob " : "zyzzyva ";
   std::string no_spaces;  // 9 kB of two-byte characters
@@ -143,6 +152,7 @@ TEST(SentencePieceTokenizer, LinesOverTheTrainersLimitAreLearnedNotSkipped) {
 }
 
 TEST(SentencePieceTokenizer, ACorruptModelFileIsNamed) {
+  if (!build_features().sentencepiece) GTEST_SKIP() << "built without SentencePiece (ATTOGRAD_SENTENCEPIECE=OFF)";
   TempDir dir("spm");
   train_lm_tokenizer(read_text(kFixtures + "train.txt"), {.kind = "bpe", .vocab_size = 300})->save(dir.path);
   write_text(dir / "tokenizer.model", "not a protobuf at all");

@@ -14,6 +14,7 @@
 #include <attograd/autograd/autograd.h>
 #include <attograd/nn/transformer.h>
 #include <attograd/optim/adam.h>
+#include <attograd/version.h>
 #include "test_util.h"
 
 using namespace attograd;
@@ -140,6 +141,7 @@ TEST(ThreadPool, SplitGemmEqualsTheSingleThreadedProductExactly) {
 // N > M), each pool thread taking the next piece: with 1, 2 or 3 threads the
 // pieces, whoever ran them, give the same numbers, and they are the product.
 TEST(ThreadPool, SplitXsmmGemmWithTransposedBIsExactAndTheProduct) {
+  if (!build_features().xsmm) GTEST_SKIP() << "built without libxsmm (ATTOGRAD_XSMM=OFF)";
   ThreadsGuard guard;
   const GemmBackendGuard use(GemmBackend::xsmm);
   Generator gen(6);
