@@ -12,6 +12,8 @@
 
 #include <filesystem>
 
+#include <attograd/version.h>
+
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -71,6 +73,8 @@ double metric(const std::string& out, const std::string& prefix, const std::stri
 class TranslateText : public ::testing::Test {
  protected:
   void SetUp() override {
+    // translate reads real text as SentencePiece subwords.
+    if (!attograd::build_features().sentencepiece) GTEST_SKIP() << "built without SentencePiece (ATTOGRAD_SENTENCEPIECE=OFF)";
     ASSERT_TRUE(fs::exists(kProgram)) << kProgram << " does not exist; build the translate target first";
     const Toy t = toy_corpus();
     std::string tsv = "#en\tfr\n", en, fr;
