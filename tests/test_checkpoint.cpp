@@ -3,7 +3,7 @@
 // model, optimizer state, RNG and data position bit for bit; pruning, best
 // marking, incomplete pairs, stale temporaries, corrupt files; resuming N -> 2N
 // reproduces an uninterrupted 2N run's losses exactly; the same seed gives the
-// same losses.
+// same losses; the log's train_s leaves out evaluations and survives a resume.
 //
 // Shape legend: B batch, S source length, T target length, V vocab.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <thread>
 
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/io/safetensors.h>
@@ -718,6 +719,113 @@ TEST(Resume, AFailedLogWriteStopsTheRun) {
   o.log_path = "/dev/full";
   const std::string msg = error_message<IOError>([&] { tiny_run(o); });
   EXPECT_NE(msg.find("log: cannot write /dev/full: No space left on device"), std::string::npos) << msg;
+}
+
+namespace {
+
+// The copy task's TrainTask with every evaluation made slower by `delay` seconds.
+class SlowEvalTask : public TrainTask {
+ public:
+  SlowEvalTask(std::unique_ptr<TrainTask> inner, double delay) : inner_(std::move(inner)), delay_(delay) {}
+  Module& model() override { return inner_->model(); }
+  int64_t model_width() const override { return inner_->model_width(); }
+  int64_t batch_size() const override { return inner_->batch_size(); }
+  CheckpointMeta checkpoint_meta() const override { return inner_->checkpoint_meta(); }
+  nlohmann::json reparsed_config(const nlohmann::json& saved) const override { return inner_->reparsed_config(saved); }
+  Generator& dropout_generator() override { return inner_->dropout_generator(); }
+  ShardLoss next_loss(double label_smoothing) override { return inner_->next_loss(label_smoothing); }
+  TaskEval evaluate(int64_t max_examples) override {
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay_));
+    return inner_->evaluate(max_examples);
+  }
+  void save_data_position(TrainProgress& p) const override { inner_->save_data_position(p); }
+  std::optional<std::string> restore_data_position(const TrainProgress& p) override {
+    return inner_->restore_data_position(p);
+  }
+
+ private:
+  std::unique_ptr<TrainTask> inner_;
+  double delay_;
+};
+
+// tiny_run's training through train() with evaluations slowed by `delay` seconds.
+void slow_eval_run(const TrainOptions& opt, double delay) {
+  set_num_threads(opt.threads);
+  static const Vocab vocab = copy_task_vocab(6);
+  CopyTaskDataset train_set(tiny_task(40));
+  CopyTaskOptions held = tiny_task(16);
+  held.seed = 77;
+  CopyTaskDataset heldout(held);
+  Generator init(opt.seed);
+  auto dropout_gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xd50u));
+  Seq2SeqTransformer model(tiny_config(0.2), init, dropout_gen);
+  DataLoader loader(train_set, {.batch_size = opt.batch_size, .shuffle = true, .seed = opt.seed});
+  TaskHooks hooks;
+  hooks.task = {{"task", "copy"}, {"symbols", 6}};
+  hooks.src_vocab = hooks.tgt_vocab = &vocab;
+  SlowEvalTask task(seq2seq_task(model, dropout_gen, loader, heldout, hooks), delay);
+  train(task, opt);
+}
+
+std::vector<nlohmann::json> log_records(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  for (const std::string& line : attograd::testing::lines_of(read_file_bytes(path))) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+}  // namespace
+
+TEST(Log, TrainSecondsCountOnlyTrainingStepsAndContinueOverAResume) {
+  // Time to a target held-out loss is read from train_s: a slow evaluation
+  // (and its checkpoint) must not count, and an interrupted run must not restart the clock.
+  constexpr double kDelay = 0.05;
+  TempDir dir;
+  TrainOptions o = resume_options(dir.path, 8, 5);
+  o.eval_every = 2;
+  o.log_every = 1;
+  o.log_path = dir / "log.jsonl";
+  slow_eval_run(o, kDelay);
+  const auto records = log_records(o.log_path);
+  double previous = 0;
+  int evals = 0;
+  for (const nlohmann::json& r : records) {
+    SCOPED_TRACE(r.dump());
+    ASSERT_TRUE(r.contains("train_s") && r.contains("elapsed_s"));
+    const double train_s = r.at("train_s"), elapsed_s = r.at("elapsed_s");
+    EXPECT_GE(train_s, previous);
+    EXPECT_LE(train_s, elapsed_s);
+    if (r.contains("eval_loss")) {
+      ++evals;
+      continue;
+    }
+    // Every earlier evaluation slept kDelay inside elapsed_s and outside train_s.
+    EXPECT_GE(elapsed_s - train_s, evals * kDelay);
+    previous = train_s;
+  }
+  EXPECT_EQ(evals, 4);
+  EXPECT_GT(previous, 0);
+
+  // Stopped after step 4 and resumed: train_s goes on from step 4's, elapsed_s restarts.
+  TempDir split;
+  o.checkpoint_dir = split.path;
+  o.log_path = split / "log.jsonl";
+  o.stop_after = 4;
+  slow_eval_run(o, 0);
+  o.stop_after = 0;
+  o.resume = true;
+  slow_eval_run(o, 0);
+  const auto resumed = log_records(o.log_path);
+  ASSERT_EQ(resumed.size(), records.size());
+  double at_4 = -1;
+  previous = 0;
+  for (const nlohmann::json& r : resumed) {
+    SCOPED_TRACE(r.dump());
+    EXPECT_GE(r.at("train_s").get<double>(), previous);
+    previous = r.at("train_s");
+    if (r.at("step") == 4) at_4 = previous;
+    if (r.at("step") == 5) EXPECT_LT(r.at("elapsed_s").get<double>(), r.at("train_s").get<double>());
+  }
+  EXPECT_GT(at_4, 0);
 }
 
 TEST(Resume, EveryOptimizerInTheTableResumesExactly) {

@@ -216,21 +216,29 @@ class JsonLog {
     out_.flush();
     if (!out_) fail<IOError>("log", "cannot write {}: {}", path_, std::strerror(errno));
   }
+  // The train_s of the last record a resumed log kept (0 for a new log): a
+  // resumed run's train_s continues from it, so time to a target counts the
+  // training that reached it, whatever the interruptions. Exact when a record
+  // is at the checkpoint's step (every eval record is).
+  double kept_train_s() const { return kept_train_s_; }
 
  private:
-  std::string records_up_to(int64_t step) const {
+  std::string records_up_to(int64_t step) {
     std::istringstream in(read_file_bytes(path_));
     std::string kept;
     for (std::string line; std::getline(in, line);) {
       const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step)
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step) {
         kept += line + '\n';
+        if (j.contains("train_s") && j["train_s"].is_number()) kept_train_s_ = j["train_s"].get<double>();
+      }
     }
     return kept;
   }
 
   std::string path_;
   std::ofstream out_;
+  double kept_train_s_ = 0;
 };
 
 // SIGTERM and SIGINT, while a run trains: the first asks the loop to stop
@@ -326,6 +334,9 @@ class Trainer {
   RunSummary summary_;
   int64_t first_ = 1, last_ = 1;  // the steps this run trains
   Clock::time_point t0_;
+  // Seconds in training steps (skipped ones too), evaluations and checkpoints
+  // excluded: the log's train_s, carried over a resume (JsonLog::kept_train_s).
+  double train_s_ = 0;
   double tokens_done_ = 0, window_loss_ = 0;  // window: the steps since the last log record
   int64_t window_ = 0, skipped_ = 0, skipped_in_a_row_ = 0;
   int64_t step_tokens_ = 0;  // the tokens of the current step's global batch
@@ -369,6 +380,7 @@ Trainer::Trainer(TrainTask& task, const TrainOptions& opt)
     say(fmt::format("data-parallel: {} processes ({}) x batch {} = global batch {}", comm_.size(), comm_.name(),
                     task_.batch_size(), global_batch()));
   if (leads()) log_.open(opt.log_path, opt_.resume ? std::optional<int64_t>(state_.step) : std::nullopt);
+  train_s_ = log_.kept_train_s();
   first_ = state_.step + 1;
   views_pending_ = opt.views.any() && leads();  // one rank draws and traces (the files are shared)
   last_ = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
@@ -441,7 +453,7 @@ void Trainer::init_from() {
 void Trainer::evaluate_start() {
   const TaskEval e = task_.evaluate(opt_.eval_size);
   say(fmt::format("eval step 0: {}", e.summary));
-  nlohmann::json record = {{"step", 0}};
+  nlohmann::json record = {{"step", 0}, {"train_s", 0.0}, {"elapsed_s", 0.0}};
   record.update(e.record);
   log_.write(record);
 }
@@ -506,6 +518,7 @@ bool Trainer::step(int64_t step) {
   const double grad_norm =
       std::isfinite(loss) ? optim::clip_grad_norm(params_, opt_.clip > 0 ? opt_.clip : INFINITY) : NAN;
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+    train_s_ += seconds_since(start);
     skip_or_stop(step, loss, grad_norm, /*on_every_rank=*/true);
     return false;
   }
@@ -513,7 +526,9 @@ bool Trainer::step(int64_t step) {
   const double lr = schedule_->step(*optimizer_);
   optimizer_->step();
   optimizer_->zero_grad();
-  summary_.step_seconds += seconds_since(start);
+  const double took = seconds_since(start);
+  summary_.step_seconds += took;
+  train_s_ += took;
   summary_.losses.push_back(loss);
   report(step, loss, lr, grad_norm, step_tokens_);
   return true;
@@ -596,7 +611,7 @@ void Trainer::report(int64_t step, double loss, double lr, double grad_norm, int
                                        cli::format_duration(per_step * static_cast<double>(opt_.steps - step))));
   if (step % opt_.log_every == 0 || step == opt_.steps) {
     nlohmann::json record = {{"step", step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                             {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}};
+                             {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}, {"train_s", train_s_}};
     if (comm_.size() > 1) {
       record["global_batch"] = global_batch();
       record["allreduce_s"] = reducer_.seconds();
@@ -616,9 +631,10 @@ void Trainer::evaluate_or_checkpoint(int64_t step) {
 // A held-out evaluation (split across ranks by the task), shown and logged,
 // then a checkpoint (marked best when its loss is the lowest so far).
 void Trainer::evaluate(int64_t step) {
+  // The clocks at the step's end, before the evaluation: what reaching this model cost.
+  nlohmann::json record = {{"step", step}, {"elapsed_s", seconds_since(t0_)}, {"train_s", train_s_}};
   const TaskEval e = task_.evaluate(opt_.eval_size);
   say(fmt::format("eval step {}: {}", step, e.summary));
-  nlohmann::json record = {{"step", step}};
   record.update(e.record);
   log_.write(record);
   const bool best = e.loss < state_.best_eval_loss;
