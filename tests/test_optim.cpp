@@ -74,24 +74,16 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const nlohmann::json& cfg, cons
     return std::make_unique<optim::SGD>(groups, s);
   }
   const std::vector<double> betas = o.value("betas", std::vector<double>{0.9, 0.999});
-  if (kind == "Adam") {
-    optim::AdamOptions a;
-    a.lr = o.value("lr", a.lr);
-    a.beta1 = betas[0];
-    a.beta2 = betas[1];
-    a.eps = o.value("eps", a.eps);
-    a.weight_decay = o.value("weight_decay", a.weight_decay);
-    a.amsgrad = o.value("amsgrad", false);
-    return std::make_unique<optim::Adam>(groups, a);
-  }
-  EXPECT_EQ(kind, "AdamW");
-  optim::AdamWOptions a;  // weight_decay defaults to 1e-2, as in PyTorch
+  optim::AdamOptions a;
   a.lr = o.value("lr", a.lr);
   a.beta1 = betas[0];
   a.beta2 = betas[1];
   a.eps = o.value("eps", a.eps);
-  a.weight_decay = o.value("weight_decay", a.weight_decay);
+  // Unset when the fixture leaves it to torch's default (Adam 0, AdamW 1e-2).
+  if (o.contains("weight_decay")) a.weight_decay = o["weight_decay"].get<double>();
   a.amsgrad = o.value("amsgrad", false);
+  if (kind == "Adam") return std::make_unique<optim::Adam>(groups, a);
+  EXPECT_EQ(kind, "AdamW");
   return std::make_unique<optim::AdamW>(groups, a);
 }
 
@@ -229,6 +221,7 @@ TEST(Adam, FirstStepIsLrTimesSignOfGradient) {
   // Bias correction makes the first update lr * g / (|g| + eps).
   Tensor p = leaf(Tensor::from_list({1.0, 1.0, 1.0}, {3}), DType::f64);
   optim::Adam opt({p}, {.lr = 0.1, .eps = 1e-8});
+  EXPECT_EQ(opt.param_groups()[0].weight_decay, 0.0);  // PyTorch's default, where AdamW's is 1e-2
   p.set_grad(Tensor::from_list({4.0, -0.5, 1e-3}, {3}, DType::f64));
   opt.step();
   const auto v = p.to_vector<double>();
@@ -520,7 +513,7 @@ TEST(StateDict, ResumeIsBitIdentical) {
     check_resume([](std::vector<Tensor>& p) {
       return std::make_unique<optim::AdamW>(
           std::vector<optim::ParamGroup>{{{p[0], p[2]}, std::nullopt, 0.1}, {{p[1]}, std::nullopt, std::nullopt}},
-          optim::AdamWOptions{.lr = 0.1});
+          optim::AdamOptions{.lr = 0.1});
     }, dtype, "AdamW groups " + d);
   }
 }

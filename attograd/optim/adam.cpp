@@ -29,8 +29,9 @@ struct AdamElement {
   }
 };
 
-AdamOptions from_adamw(const AdamWOptions& o) {
-  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad};
+// PyTorch's defaults: torch.optim.Adam's weight_decay=0, torch.optim.AdamW's 1e-2.
+double default_weight_decay(const AdamOptions& o, bool decoupled) {
+  return o.weight_decay.value_or(decoupled ? 1e-2 : 0.0);
 }
 }  // namespace
 
@@ -40,7 +41,8 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options)
     : Adam("Adam", std::move(groups), options, false) {}
 
 Adam::Adam(std::string name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled)
-    : Optimizer(std::move(name), std::move(groups), options.lr, options.weight_decay, adam_slots(options)),
+    : Optimizer(std::move(name), std::move(groups), options.lr, default_weight_decay(options, decoupled),
+                adam_slots(options)),
       opt_(options),
       decoupled_(decoupled) {
   check_arg(options.eps >= 0, "eps", options.eps, ">= 0");
@@ -48,10 +50,10 @@ Adam::Adam(std::string name, std::vector<ParamGroup> groups, AdamOptions options
   check_arg(options.beta2 >= 0 && options.beta2 < 1, "beta2", options.beta2, "in [0, 1)");
 }
 
-AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
-    : Adam("AdamW", one_group(std::move(params)), from_adamw(options), true) {}
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
-    : Adam("AdamW", std::move(groups), from_adamw(options), true) {}
+AdamW::AdamW(std::vector<Tensor> params, AdamOptions options)
+    : Adam("AdamW", one_group(std::move(params)), options, true) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions options)
+    : Adam("AdamW", std::move(groups), options, true) {}
 
 std::vector<std::pair<std::string, double>> Adam::options() const {
   return {{"beta1", opt_.beta1}, {"beta2", opt_.beta2}, {"eps", opt_.eps},

@@ -13,25 +13,23 @@
 // State per parameter: "step" (i64 0-d), "exp_avg", "exp_avg_sq", and
 // "max_exp_avg_sq" with amsgrad (p's shape).
 #pragma once
+#include <optional>
+
 #include <attograd/optim/optimizer.h>
 
 namespace attograd::optim {
 
-// Adam's and AdamW's hyper-parameters: the same fields, only the default weight
-// decay differs (PyTorch's: 0 for Adam, 1e-2 for AdamW).
-template <double DefaultWeightDecay>
-struct AdamFields {
-  double lr = 1e-3;                          // step size (>= 0)
-  double beta1 = 0.9;                        // decay of the first-moment average m (exp_avg), in [0, 1)
-  double beta2 = 0.999;                      // decay of the second-moment average v (exp_avg_sq), in [0, 1)
-  double eps = 1e-8;                         // added to the bias-corrected sqrt(v) in the denominator
-  double weight_decay = DefaultWeightDecay;  // Adam: L2 term added to g; AdamW: p shrinks by lr·weight_decay
-  bool amsgrad = false;                      // divide by the running max of v (max_exp_avg_sq) instead of v
+// Adam's and AdamW's hyper-parameters. One type for both: only the default
+// weight decay differs, and it is the optimizer's (PyTorch's: 0 for Adam, 1e-2
+// for AdamW), as an unset ParamGroup field is.
+struct AdamOptions {
+  double lr = 1e-3;                    // step size (>= 0)
+  double beta1 = 0.9;                  // decay of the first-moment average m (exp_avg), in [0, 1)
+  double beta2 = 0.999;                // decay of the second-moment average v (exp_avg_sq), in [0, 1)
+  double eps = 1e-8;                   // added to the bias-corrected sqrt(v) in the denominator
+  std::optional<double> weight_decay;  // Adam: L2 added to g; AdamW: p shrinks by lr·it; unset: Adam 0, AdamW 1e-2
+  bool amsgrad = false;                // divide by the running max of v (max_exp_avg_sq) instead of v
 };
-// Adam's hyper-parameters (weight_decay 0 by default).
-using AdamOptions = AdamFields<0.0>;
-// AdamW's hyper-parameters (weight_decay 1e-2 by default).
-using AdamWOptions = AdamFields<1e-2>;
 
 // Adam with coupled L2 weight decay (torch.optim.Adam).
 class Adam : public Optimizer {
@@ -41,7 +39,8 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {});
   // Groups may override lr and weight_decay; the rest of `options` is shared.
   Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
-  // The hyper-parameters given (groups may override lr and weight_decay).
+  // The hyper-parameters given (weight_decay as given, unset included; the one
+  // in effect is param_groups()'s).
   const AdamOptions& adam_options() const { return opt_; }
 
  protected:
@@ -60,8 +59,8 @@ class AdamW : public Adam {
  public:
   // AdamW over params (weight_decay 1e-2 by default); the same checks as Adam.
   // The second form takes groups that may override lr and weight_decay.
-  AdamW(std::vector<Tensor> params, AdamWOptions options = {});
-  AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});
+  AdamW(std::vector<Tensor> params, AdamOptions options = {});
+  AdamW(std::vector<ParamGroup> groups, AdamOptions options = {});
 };
 
 }  // namespace attograd::optim

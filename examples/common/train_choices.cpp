@@ -14,15 +14,8 @@ namespace {
 // eps = 1e-9, where PyTorch's defaults are beta2 = 0.999, eps = 1e-8 (Kingma &
 // Ba 2015). The smaller beta2 averages v over ~50 steps instead of ~1000, so
 // the step size follows the gradient scale faster early in training.
-template <double DefaultWeightDecay>
-optim::AdamFields<DefaultWeightDecay> transformer_adam(const TrainOptions& o) {
-  optim::AdamFields<DefaultWeightDecay> a;
-  a.lr = o.lr;
-  a.beta1 = 0.9;
-  a.beta2 = 0.98;
-  a.eps = 1e-9;
-  a.weight_decay = o.weight_decay;
-  return a;
+optim::AdamOptions transformer_adam(const TrainOptions& o) {
+  return {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = o.weight_decay};
 }
 
 std::unique_ptr<optim::Optimizer> make_sgd(std::vector<Tensor> params, const TrainOptions& o) {
@@ -31,10 +24,10 @@ std::unique_ptr<optim::Optimizer> make_sgd(std::vector<Tensor> params, const Tra
                                       optim::SGDOptions{.lr = o.lr, .momentum = 0.9, .weight_decay = o.weight_decay});
 }
 std::unique_ptr<optim::Optimizer> make_adam(std::vector<Tensor> params, const TrainOptions& o) {
-  return std::make_unique<optim::Adam>(std::move(params), transformer_adam<0.0>(o));
+  return std::make_unique<optim::Adam>(std::move(params), transformer_adam(o));
 }
 std::unique_ptr<optim::Optimizer> make_adamw(std::vector<Tensor> params, const TrainOptions& o) {
-  return std::make_unique<optim::AdamW>(std::move(params), transformer_adam<1e-2>(o));
+  return std::make_unique<optim::AdamW>(std::move(params), transformer_adam(o));
 }
 
 constexpr OptimizerChoice kOptimizers[] = {
