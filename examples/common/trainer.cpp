@@ -615,6 +615,7 @@ void Trainer::report(int64_t step, double loss, double lr, double grad_norm, int
     if (comm_.size() > 1) {
       record["global_batch"] = global_batch();
       record["allreduce_s"] = reducer_.seconds();
+      record["allreduce_wait_s"] = reducer_.wait_seconds();  // the part not hidden behind backward
       record["step_s"] = summary_.step_seconds;
     }
     log_.write(record);
