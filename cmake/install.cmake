@@ -3,7 +3,7 @@
 #   lib/libattograd_{tensor,autograd,nn,optim,data,dist}.a   (.so with BUILD_SHARED_LIBS)
 #   lib/cmake/attograd/                     find_package(attograd 0.1 CONFIG)
 #   lib/pkgconfig/attograd.pc               pkg-config --cflags --libs attograd
-#   bin/attograd-{copy-task,translate,heads-study}, share/attograd/numbers/
+#   bin/attograd-{copy-task,translate,lm}, share/attograd/numbers/
 # and the CPack set-up of the .deb (cpack -G DEB in the build directory).
 include(CMakePackageConfigHelpers)
 
@@ -86,11 +86,12 @@ string(REGEX REPLACE "/$" "" ATTOGRAD_PC_TO_PREFIX "${ATTOGRAD_PC_TO_PREFIX}")
 configure_file(cmake/attograd.pc.in ${PROJECT_BINARY_DIR}/attograd.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/attograd.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
-# The programs, renamed so they cannot collide with another package's, and
+# The general programs (not the heads study, a research project run from the
+# build tree), renamed so they cannot collide with another package's, and
 # the corpus they default to (share/attograd/numbers, found from the
 # program's own path). The .deb is made from a static build; with
 # BUILD_SHARED_LIBS the programs' RUNPATH is $ORIGIN/../lib.
-foreach(program copy_task translate heads_study lm)
+foreach(program copy_task translate lm)
   if(TARGET ${program})
     string(REPLACE "_" "-" installed ${program})
     install(PROGRAMS $<TARGET_FILE:${program}> DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME attograd-${installed}
@@ -104,7 +105,7 @@ foreach(program copy_task translate heads_study lm)
     endif()
   endif()
 endforeach()
-if(TARGET translate OR TARGET heads_study)
+if(TARGET translate)
   install(DIRECTORY data/numbers DESTINATION ${CMAKE_INSTALL_DATADIR}/attograd COMPONENT programs)
 endif()
 

@@ -64,7 +64,7 @@ expect=(/usr/include/attograd/attograd.h /usr/include/attograd/version.h /usr/in
         /usr/include/attograd/nn/attention.h /usr/include/attograd/optim/adam.h /usr/include/attograd/data/vocab.h
         "$lib"/libattograd_{tensor,autograd,nn,optim,data}.a "$lib"/cmake/attograd/attogradConfig{,Version}.cmake
         "$lib"/cmake/attograd/attogradTargets.cmake "$lib"/pkgconfig/attograd.pc
-        /usr/bin/attograd-{copy-task,translate,heads-study,lm} /usr/share/attograd/numbers/{train,valid,test,gen}.tsv)
+        /usr/bin/attograd-{copy-task,translate,lm} /usr/share/attograd/numbers/{train,valid,test,gen}.tsv)
 for f in "${expect[@]}"; do grep -qx -- "$f" "$work/files.txt" || fail "the package lacks $f"; done
 for f in autograd/tensor_impl.h autograd/ops/kernels.h autograd/backend/blas.h; do
   if grep -qx "/usr/include/attograd/$f" "$work/files.txt"; then fail "the package installs the internal header $f"; fi
