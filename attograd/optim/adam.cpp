@@ -87,7 +87,7 @@ void Adam::update(const Group& group, size_t index, const Tensor& param, const T
       // Plain Adam on flat buffers: a branch-free loop the compiler vectorizes.
       T* const p = param.data<T>();
       const T* const g = grad.data<T>();
-      parallel_for(param.numel(), int64_t{1} << 14, [=](int64_t first, int64_t last) {
+      parallel_for(param.numel(), kElementwiseGrain, [=](int64_t first, int64_t last) {
         for (int64_t i = first; i < last; ++i) adam(p[i], g[i], m[i], v[i], nullptr);
       });
       return;

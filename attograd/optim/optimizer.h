@@ -129,7 +129,7 @@ void for_each_param_element(const Tensor& param, const Tensor& grad, F&& f) {
     T* p = param.data<T>();
     const T* g = grad.data<T>();
     // Elements are independent: the pool takes them in ranges.
-    parallel_for(param.numel(), int64_t{1} << 14, [&](int64_t first, int64_t last) {
+    parallel_for(param.numel(), kElementwiseGrain, [&](int64_t first, int64_t last) {
       for (int64_t i = first; i < last; ++i) f(p[i], g[i], i);
     });
     return;

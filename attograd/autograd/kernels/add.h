@@ -19,9 +19,6 @@
 
 namespace attograd {
 
-// Flat elementwise loops at least this long are split across the thread pool.
-constexpr int64_t kElementwiseGrain = int64_t{1} << 15;
-
 template <class T>
 void add_into(T* out, const T* a, const T* b, int64_t n) {
   parallel_for(n, kElementwiseGrain, [=](int64_t first, int64_t last) {
