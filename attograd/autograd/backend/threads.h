@@ -35,9 +35,10 @@ namespace attograd {
 inline constexpr int64_t kChunksPerThread = 4;
 
 // The grain of flat elementwise loops (the kernels' and the optimizers'
-// updates): loops shorter than this run on one thread. 32 K elements keep the
-// pool's hand-off small next to the work; 8 K was 3-10% slower in the one
-// comparison made (docs/performance.md, "Tried and not kept").
+// updates): each range is at least this long, so a loop under twice it runs on
+// one thread. 32 K elements keep the pool's hand-off small next to the work;
+// 8 K was 3-10% slower in the one comparison made (docs/performance.md,
+// "Tried and not kept").
 inline constexpr int64_t kElementwiseGrain = int64_t{1} << 15;
 
 // Process-wide; n >= 1 (NumThreadsGuard in settings.h sets it for a scope).
