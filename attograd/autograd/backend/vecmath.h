@@ -15,7 +15,10 @@
 // within the bound. ATTOGRAD_VECMATH=scalar|avx2|avx512 in the environment
 // picks a kernel set for A/B measurements (one the CPU lacks falls back to
 // the best it has, with a warning; any other name is a ValueError).
-// settings.h lists it with every other switch.
+// settings.h lists it with every other switch. A build without SLEEF
+// (-DATTOGRAD_SLEEF=OFF, or libsleef-dev missing) has only the scalar set:
+// glibc's expf, and tanh and erf in double rounded to float, within the same
+// bound; asking it for avx2 or avx512 warns once.
 //
 // Shape legend: y and x are n floats; y may alias x (in place).
 #pragma once

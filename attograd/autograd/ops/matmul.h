@@ -1,4 +1,4 @@
-// Matrix products. Every product is a GEMM call (attograd/autograd/backend/blas.h) on the
+// Matrix products. Every product is a GEMM call (attograd/autograd/backend/gemm.h) on the
 // operands' own strides: transposed views go in as "trans" operands and
 // broadcast batch dims are looped over, never copied.
 #pragma once
