@@ -533,8 +533,13 @@ def cmd_pilot(args, grid=None):
         result[name] = dict(s_per_step=s_step, eval_s=eval_s, startup_s=max(0.0, wall - last["elapsed_s"] - eval_s))
         print(f"pilot {name}: {s_step:.4f} s/step, {eval_s:.2f} s per evaluation, start-up {result[name]['startup_s']:.1f} s")
 
-    for name, wall, log in run_pool([(n, c, log, None) for n, c, log in todo], args.jobs):
-        finish(name, log, wall)
+    # Fillers (repeats of the first configs, not measured) give the last runs
+    # partners, so every measured run shares the machine as the parts' runs do.
+    fillers = [(f"filler-{n}", c[:c.index("--log")] + ["--log", str(log) + ".filler"], None)
+               for n, c, log in todo[:(-len(todo)) % max(1, args.jobs)]]
+    for name, wall, log in run_pool([(n, c, log, None) for n, c, log in todo + fillers], args.jobs):
+        if log is not None:
+            finish(name, log, wall)
     pilot = dict(cpu=cpu_name(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                  steps=args.pilot_steps, jobs=args.jobs, threads=grid.threads, configs=result)
     (Path(args.out) / "pilot.json").write_text(json.dumps(pilot, indent=1) + "\n")
@@ -651,7 +656,16 @@ def cmd_quick(args):
     grid = quick_grid(text)
     args.pilot_steps, args.parts = 10, 2
     cmd_pilot(args, grid)
-    cmd_plan(args, grid)
+    plan = cmd_plan(args, grid)
+    # An interrupted run: the first of part 1 stops after step 20 (with its
+    # checkpoint); `run` must find it partial and resume it, not start over.
+    first = next(r for r in runs_of(grid) if r["id"] == plan["parts"][0]["runs"][0])
+    d = out / "runs" / first["id"]
+    d.mkdir(parents=True)
+    with open(d / "stdout.txt", "w") as sink:
+        subprocess.run(command(first, args.lm, out) + ["--stop-after", "20"], stdout=sink, stderr=subprocess.STDOUT,
+                       check=True)
+    interrupted = status(read_log(d / "log.jsonl"), first["steps"])
     for i in (1, 2):
         args.part = f"{i}/2"
         cmd_run(args, grid)
@@ -666,6 +680,14 @@ def cmd_quick(args):
         problems.append("expected every run complete, a trend and a paired comparison")
     if any(r["reached"] != r["n"] for r in res["target"]["per_H"]):
         problems.append("every H-grid run must reach the target (it is the worst final loss plus a margin)")
+    if interrupted != "partial at step 20":
+        problems.append(f"the interrupted run {first['id']} was {interrupted!r}, expected 'partial at step 20'")
+    ev = eval_records(read_log(d / "log.jsonl"))
+    # Resumed, its last process trained 10 steps (elapsed_s) while train_s counts all 30.
+    if not ev or ev[-1]["elapsed_s"] >= ev[-1]["train_s"]:
+        problems.append(f"the interrupted run {first['id']} was restarted, not resumed: {ev[-1:]}")
+    if [e["step"] for e in ev] != [10, 20, 30] or any(b["train_s"] < a["train_s"] for a, b in zip(ev, ev[1:])):
+        problems.append(f"the resumed run's evaluations are not steps 10, 20, 30 with growing train_s: {ev}")
     if problems:
         raise SystemExit("heads_study quick: " + "; ".join(problems))
     print(f"quick: ok ({len(ids)} runs, every section present)")
