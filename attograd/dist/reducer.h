@@ -84,7 +84,9 @@ class GradientReducer {
   int64_t num_buckets() const;
   int64_t calls() const { return calls_; }  // collectives made so far
   double seconds() const { return seconds_; }  // wall time in the reducer: packing, starting, waiting, unpacking
-  double wait_seconds() const { return wait_seconds_; }  // the part allreduce() spent waiting for collectives
+  // With overlap, the part of seconds() spent waiting for started collectives:
+  // the communication backward did not hide (0 on the blocking path).
+  double wait_seconds() const { return wait_seconds_; }
   int64_t overlapped() const { return overlapped_; }  // collectives started during backward so far
 
  private:
