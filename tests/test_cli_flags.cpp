@@ -504,9 +504,10 @@ TEST(CliFlags, TheEnvironmentIsCheckedAtStartUp) {
   };
   testing::expect_one_line_error(with("ATTOGRAD_GEMM=bogus", "lm", lm), "lm", "unknown GEMM backend 'bogus'");
   testing::expect_one_line_error(with("ATTOGRAD_VECMATH=bogus", "lm", lm), "lm", "unknown kernel set 'bogus'");
+  testing::expect_one_line_error(with("ATTOGRAD_MEMORY=bogus", "lm", lm), "lm", "ATTOGRAD_MEMORY: cannot read 'bogus'");
   testing::expect_one_line_error(with("ATTOGRAD_GEMM=bogus", "copy_task", {"decode", "--checkpoint", tmp / "no"}),
                                  "copy_task", "unknown GEMM backend 'bogus'");
-  for (const std::string empty : {"ATTOGRAD_GEMM=", "ATTOGRAD_VECMATH="}) {
+  for (const std::string empty : {"ATTOGRAD_GEMM=", "ATTOGRAD_VECMATH=", "ATTOGRAD_MEMORY="}) {
     const testing::ProgramOutcome r = with(empty, "copy_task", kTinyCopy);
     EXPECT_EQ(r.code, 0) << empty << ": " << r.err;
   }
