@@ -550,28 +550,43 @@ TrainOptions resume_options(const std::string& dir, int64_t steps, uint64_t seed
   return o;
 }
 
-// A tiny copy-task training run with dropout 0.2, a shuffled finite training
-// set (so the data position spans epochs) and everything seeded from opt.seed.
-// `scramble` seeds the model init and dropout generator differently; a resumed
-// run must not depend on them.
-TrainSummary tiny_run(const TrainOptions& opt, bool scramble = false, int64_t d_model = 16) {
-  set_num_threads(opt.threads);
-  static const Vocab vocab = copy_task_vocab(6);
-  CopyTaskDataset train_set(tiny_task(40));
-  CopyTaskOptions held = tiny_task(16);
-  held.seed = 77;
-  CopyTaskDataset heldout(held);
-  const uint64_t s = scramble ? opt.seed + 1000 : opt.seed;
-  Generator init(s);
-  auto dropout_gen = std::make_shared<Generator>(mix_seed(s, 0xd50u));
-  TransformerConfig cfg = tiny_config(0.2);
-  cfg.d_model = d_model;
-  Seq2SeqTransformer model(cfg, init, dropout_gen);
-  DataLoader loader(train_set, {.batch_size = opt.batch_size, .shuffle = true, .seed = opt.seed});
+// The pieces of a tiny copy-task training run with dropout 0.2, a shuffled
+// finite training set (so the data position spans epochs) and everything
+// seeded from opt.seed; `model_seed` seeds the model init and dropout generator.
+struct TinyRun {
+  TinyRun(const TrainOptions& opt, uint64_t model_seed, int64_t d_model)
+      : init(model_seed), dropout_gen(std::make_shared<Generator>(mix_seed(model_seed, 0xd50u))),
+        model(config(d_model), init, dropout_gen),
+        loader(train_set, {.batch_size = opt.batch_size, .shuffle = true, .seed = opt.seed}) {
+    set_num_threads(opt.threads);
+    hooks.task = {{"task", "copy"}, {"symbols", 6}};
+    hooks.src_vocab = hooks.tgt_vocab = &vocab;
+  }
+  static TransformerConfig config(int64_t d_model) {
+    TransformerConfig c = tiny_config(0.2);
+    c.d_model = d_model;
+    return c;
+  }
+  static CopyTaskOptions heldout_task() {
+    CopyTaskOptions held = tiny_task(16);
+    held.seed = 77;
+    return held;
+  }
+  const Vocab vocab = copy_task_vocab(6);
+  CopyTaskDataset train_set{tiny_task(40)};
+  CopyTaskDataset heldout{heldout_task()};
+  Generator init;
+  std::shared_ptr<Generator> dropout_gen;
+  Seq2SeqTransformer model;
+  DataLoader loader;
   TaskHooks hooks;
-  hooks.task = {{"task", "copy"}, {"symbols", 6}};
-  hooks.src_vocab = hooks.tgt_vocab = &vocab;
-  return train_seq2seq(model, dropout_gen, loader, heldout, opt, hooks);
+};
+
+// A TinyRun trained. `scramble` seeds the model init and dropout generator
+// differently; a resumed run must not depend on them.
+TrainSummary tiny_run(const TrainOptions& opt, bool scramble = false, int64_t d_model = 16) {
+  TinyRun r(opt, scramble ? opt.seed + 1000 : opt.seed, d_model);
+  return train_seq2seq(r.model, r.dropout_gen, r.loader, r.heldout, opt, r.hooks);
 }
 
 std::vector<double> part(const std::vector<double>& v, size_t begin, size_t end) {
@@ -750,20 +765,8 @@ class SlowEvalTask : public TrainTask {
 
 // tiny_run's training through train() with evaluations slowed by `delay` seconds.
 void slow_eval_run(const TrainOptions& opt, double delay) {
-  set_num_threads(opt.threads);
-  static const Vocab vocab = copy_task_vocab(6);
-  CopyTaskDataset train_set(tiny_task(40));
-  CopyTaskOptions held = tiny_task(16);
-  held.seed = 77;
-  CopyTaskDataset heldout(held);
-  Generator init(opt.seed);
-  auto dropout_gen = std::make_shared<Generator>(mix_seed(opt.seed, 0xd50u));
-  Seq2SeqTransformer model(tiny_config(0.2), init, dropout_gen);
-  DataLoader loader(train_set, {.batch_size = opt.batch_size, .shuffle = true, .seed = opt.seed});
-  TaskHooks hooks;
-  hooks.task = {{"task", "copy"}, {"symbols", 6}};
-  hooks.src_vocab = hooks.tgt_vocab = &vocab;
-  SlowEvalTask task(seq2seq_task(model, dropout_gen, loader, heldout, hooks), delay);
+  TinyRun r(opt, opt.seed, 16);
+  SlowEvalTask task(seq2seq_task(r.model, r.dropout_gen, r.loader, r.heldout, r.hooks), delay);
   train(task, opt);
 }
 
@@ -823,7 +826,9 @@ TEST(Log, TrainSecondsCountOnlyTrainingStepsAndContinueOverAResume) {
     EXPECT_GE(r.at("train_s").get<double>(), previous);
     previous = r.at("train_s");
     if (r.at("step") == 4) at_4 = previous;
-    if (r.at("step") == 5) EXPECT_LT(r.at("elapsed_s").get<double>(), r.at("train_s").get<double>());
+    if (r.at("step") == 5) {
+      EXPECT_LT(r.at("elapsed_s").get<double>(), r.at("train_s").get<double>());
+    }
   }
   EXPECT_GT(at_4, 0);
 }
