@@ -11,7 +11,7 @@ include(CMakePackageConfigHelpers)
 # tensor's storage (tensor_impl.h), the ops' kernels and the BLAS backend.
 # No public header includes them (scripts/test.d/50-install.sh compiles each
 # installed header alone to keep it so). Paths are relative to attograd/.
-set(ATTOGRAD_PRIVATE_HEADERS autograd/tensor_impl.h autograd/ops/kernels.h autograd/backend/blas.h
+set(ATTOGRAD_PRIVATE_HEADERS autograd/tensor_impl.h autograd/ops/map_zip.h autograd/backend/blas.h
     autograd/backend/blas_kernel.h autograd/backend/small_gemm.h autograd/backend/vecmath_isa.h autograd/kernels/add.h
     autograd/kernels/rows.h)
 set(ATTOGRAD_PUBLIC_HEADERS)

@@ -6,7 +6,7 @@
 #include <functional>
 
 #include <attograd/autograd/autograd.h>
-#include <attograd/autograd/ops/kernels.h>
+#include <attograd/autograd/ops/map_zip.h>
 #include "test_util.h"
 
 using namespace attograd;

@@ -28,7 +28,7 @@ cmake --install "$build" --prefix "$prefix" > "$work/install.log"
 echo "install: $(find "$prefix" -type f | wc -l) files, $(du -sh "$prefix" | cut -f1) in $((SECONDS - start)) s"
 
 # Internal headers stay out.
-for internal in autograd/tensor_impl.h autograd/ops/kernels.h autograd/backend/blas.h autograd/kernels/rows.h; do
+for internal in autograd/tensor_impl.h autograd/ops/map_zip.h autograd/backend/blas.h autograd/kernels/rows.h; do
   if [[ -e $prefix/include/attograd/$internal ]]; then
     echo "install: internal header $internal was installed" >&2; exit 1
   fi

@@ -66,7 +66,7 @@ expect=(/usr/include/attograd/attograd.h /usr/include/attograd/version.h /usr/in
         "$lib"/cmake/attograd/attogradTargets.cmake "$lib"/pkgconfig/attograd.pc
         /usr/bin/attograd-{copy-task,translate,lm} /usr/share/attograd/numbers/{train,valid,test,gen}.tsv)
 for f in "${expect[@]}"; do grep -qx -- "$f" "$work/files.txt" || fail "the package lacks $f"; done
-for f in autograd/tensor_impl.h autograd/ops/kernels.h autograd/backend/blas.h; do
+for f in autograd/tensor_impl.h autograd/ops/map_zip.h autograd/backend/blas.h; do
   if grep -qx "/usr/include/attograd/$f" "$work/files.txt"; then fail "the package installs the internal header $f"; fi
 done
 echo "deb: $(grep -c '[^/]$' "$work/files.txt") files ($(grep -c '^/usr/include/.*\.h$' "$work/files.txt") headers)"

@@ -7,7 +7,7 @@
 #include <attograd/autograd/ops/dropout.h>
 
 #include <attograd/autograd/engine.h>
-#include <attograd/autograd/ops/kernels.h>
+#include <attograd/autograd/ops/map_zip.h>
 
 namespace attograd {
 

@@ -21,7 +21,7 @@
 
 #include <attograd/autograd/backend/vecmath.h>
 #include <attograd/autograd/engine.h>
-#include <attograd/autograd/ops/kernels.h>
+#include <attograd/autograd/ops/map_zip.h>
 #include <attograd/autograd/ops/reduction.h>
 
 namespace attograd {

@@ -16,7 +16,7 @@
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/kernels/rows.h>
 #include <attograd/autograd/ops/elementwise.h>
-#include <attograd/autograd/ops/kernels.h>
+#include <attograd/autograd/ops/map_zip.h>
 #include <attograd/autograd/ops/reduction.h>
 #include <attograd/autograd/ops/softmax.h>
 
