@@ -12,8 +12,8 @@ include(CMakePackageConfigHelpers)
 # No public header includes them (scripts/test.d/50-install.sh compiles each
 # installed header alone to keep it so). Paths are relative to attograd/.
 set(ATTOGRAD_PRIVATE_HEADERS autograd/tensor_impl.h autograd/ops/map_zip.h autograd/backend/blas.h
-    autograd/backend/blas_kernel.h autograd/backend/small_gemm.h autograd/backend/vecmath_isa.h autograd/kernels/add.h
-    autograd/kernels/rows.h)
+    autograd/backend/blas_kernel.h autograd/backend/cpu.h autograd/backend/small_gemm.h autograd/backend/vecmath_isa.h
+    autograd/kernels/add.h autograd/kernels/rows.h)
 set(ATTOGRAD_PUBLIC_HEADERS)
 foreach(part ${ATTOGRAD_PARTS})
   file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/attograd ${PROJECT_SOURCE_DIR}/attograd/${part}/*.h)

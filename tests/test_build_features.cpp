@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <attograd/autograd/backend/blas.h>
+#include <attograd/autograd/backend/cpu.h>
 #include <attograd/autograd/backend/vecmath.h>
 #include <attograd/autograd/error.h>
 #include <attograd/autograd/tensor.h>

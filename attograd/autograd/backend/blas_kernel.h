@@ -36,19 +36,12 @@
 #include <optional>
 #include <string>
 
+#include <attograd/autograd/backend/cpu.h>
 // blas_corename(), the kernel family OpenBLAS runs, is declared there: a
 // program's summary names it.
 #include <attograd/autograd/backend/gemm.h>
 
 namespace attograd {
-
-// What CPUID (and the OS, via XGETBV) says the processor can run.
-struct CpuFeatures {
-  bool avx2 = false, fma = false;
-  bool avx512 = false;       // F, BW, DQ, VL with OS-enabled ZMM state (OpenBLAS' SkylakeX needs these)
-  bool avx512_bf16 = false;  // AVX512-BF16 (what OpenBLAS' Cooperlake adds, for its bf16 GEMM only)
-};
-CpuFeatures cpu_features();
 
 // The fastest OpenBLAS 0.3.x core for sgemm and dgemm with these features,
 // by a name OPENBLAS_CORETYPE accepts: "SkylakeX" (AVX-512), "Haswell" (AVX2

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/backend/cpu.h>
 #include <attograd/autograd/backend/vecmath_isa.h>
 #include <attograd/autograd/error.h>
 #include <attograd/version.h>

@@ -9,7 +9,7 @@
 // arguments give ∞, NaN stays NaN).
 //
 // The kernel is chosen once, from the CPU at run time (cpu_features() of
-// blas_kernel.h): AVX-512 (16 lanes), AVX2 + FMA (8 lanes), or the scalar
+// backend/cpu.h): AVX-512 (16 lanes), AVX2 + FMA (8 lanes), or the scalar
 // std:: loop on older CPUs. The AVX-512 and AVX2 kernels are the same SLEEF
 // algorithm and give the same bits; the scalar fallback may differ from them
 // within the bound. ATTOGRAD_VECMATH=scalar|avx2|avx512 in the environment
