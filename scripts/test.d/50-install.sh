@@ -13,7 +13,9 @@
 #   - so does examples/tour, the README's first program, which includes only
 #     installed headers and calls nothing before its first GEMM: with
 #     OPENBLAS_CORETYPE unset it prints its last line and nothing on stderr
-#     (no slow-kernel warning: the library picked OpenBLAS' kernel itself).
+#     (no slow-kernel warning: the library picked OpenBLAS' kernel itself);
+#   - custom_layer and higher_order build with examples/common against the
+#     prefix and run (custom_layer's gradchecks pass).
 # Usage: scripts/test.d/50-install.sh BUILD_DIR   (prints its figures)
 set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
@@ -95,6 +97,30 @@ check_tour() {  # check_tour BINARY: runs as a reader runs it, with no OPENBLAS_
 }
 check_tour "$work/tour/tour"
 echo "find_package: examples/tour built and ran in $((SECONDS - start)) s: $(tail -1 "$work/tour_run.log")"
+
+# The other small programs, custom_layer and higher_order, with the programs'
+# shared code (examples/common, which a user copies with them): built against
+# the prefix, so examples/ includes only installed headers. -O1: this checks
+# that they compile and run, not their speed.
+start=$SECONDS
+mkdir -p "$work/small-src"
+printf '%s\n' 'cmake_minimum_required(VERSION 3.20)' 'project(small LANGUAGES CXX)' \
+  'find_package(attograd 0.1 CONFIG REQUIRED)' 'find_package(cxxopts REQUIRED)' 'find_package(ZLIB REQUIRED)' \
+  "file(GLOB common \"$src/examples/common/*.cpp\")" 'add_library(common STATIC ${common})' \
+  "target_include_directories(common PUBLIC \"$src\")" \
+  'target_link_libraries(common PUBLIC attograd::attograd attograd::dist cxxopts::cxxopts ZLIB::ZLIB)' \
+  'foreach(program custom_layer higher_order)' \
+  "  add_executable(\${program} \"$src/examples/\${program}/main.cpp\")" \
+  '  target_link_libraries(${program} PRIVATE common)' 'endforeach()' > "$work/small-src/CMakeLists.txt"
+cmake -S "$work/small-src" -B "$work/small" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
+  -DCMAKE_PREFIX_PATH="$prefix" > "$work/small.log" 2>&1 &&
+  cmake --build "$work/small" -j2 >> "$work/small.log" 2>&1 ||
+  { tail -30 "$work/small.log" >&2; echo "install: custom_layer/higher_order do not build against the prefix" >&2; exit 1; }
+"$work/small/custom_layer" check > "$work/custom_layer.log" 2>&1 ||
+  { cat "$work/custom_layer.log" >&2; echo "install: the installed custom_layer check failed" >&2; exit 1; }
+"$work/small/higher_order" > "$work/higher_order.log" 2>&1 ||
+  { cat "$work/higher_order.log" >&2; echo "install: the installed higher_order failed" >&2; exit 1; }
+echo "find_package: custom_layer (check passed) and higher_order (trained) built against the prefix in $((SECONDS - start)) s"
 
 # The version rule (SameMinorVersion): 0.1 finds 0.1.x, the next minor release does not.
 version=$(sed -n 's/^#define ATTOGRAD_VERSION_STRING "\(.*\)"/\1/p' "$prefix/include/attograd/version.h")
