@@ -1,11 +1,15 @@
-"""Tests of tools/heads_study.py's pure parts: the grid as data, the split into
-parts, run completeness from a log, the time-to-target level.
+"""Tests of tools/heads_study.py's pure parts: the grids as data (lm and
+translate) and their command lines, the split into parts, run completeness from
+a log (and translate's test line), the time-to-target level, the translation
+report from synthetic runs.
 
     cd tools && /usr/bin/python3 -m unittest test_heads_study
 
 ctest runs it as heads_study_py (skipped, exit 77, without numpy/scipy); the
-pipeline end to end is heads_study_lm_quick.
+pipeline end to end (both grids) is heads_study_quick.
 """
+import argparse
+import hashlib
 import json
 import sys
 import tempfile
@@ -55,6 +59,87 @@ class LmGrid(unittest.TestCase):
     def test_eval_steps_end_at_the_last_step(self):
         self.assertEqual(st.lm_grid(steps=250, eval_every=100).evals(), [100, 200, 250])
         self.assertEqual(st.lm_grid(steps=300, eval_every=100).evals(), [100, 200, 300])
+
+
+def flag_of(args):
+    return lambda f: args[args.index(f) + 1]
+
+
+class TranslateGrid(unittest.TestCase):
+    def setUp(self):
+        self.grid = st.translate_grid("ko")
+        self.runs = st.runs_of(self.grid)
+
+    def test_the_issues_configurations_and_seeds(self):
+        count = Counter((r["H"], r["G"], r["causal"]) for r in self.runs)
+        expected = {(H, H, True): 5 for H in (1, 2, 4, 8)}
+        expected.update({(8, 1, True): 5, (8, 2, True): 5})    # decoder GQA at H = 8; no causal control
+        self.assertEqual(dict(count), expected)
+        self.assertEqual(len({r["id"] for r in self.runs}), len(self.runs))
+        self.assertEqual(self.grid.name, "translate-ko")
+
+    def test_command_lines_carry_the_corpus_the_run_and_the_fixed_width(self):
+        r = next(x for x in self.runs if (x["H"], x["G"], x["seed"]) == (8, 1, 4))
+        a = r["args"]
+        flag = flag_of(a)
+        self.assertEqual(a[0], "train")
+        self.assertEqual((flag("--corpus"), flag("--src"), flag("--tgt"), flag("--beam")), ("gettext", "en", "ko", "4"))
+        self.assertEqual((flag("--heads"), flag("--kv-heads"), flag("--seed")), ("8", "1", "4"))
+        self.assertEqual((flag("--d-model"), flag("--d-ff"), flag("--enc-layers"), flag("--dec-layers"),
+                          flag("--dropout"), flag("--label-smoothing"), flag("--max-tokens"), flag("--lr")),
+                         ("128", "512", "2", "2", "0.1", "0.1", "4096", "0.002"))
+        self.assertEqual((flag("--steps"), flag("--schedule"), flag("--warmup"), flag("--eval-every"),
+                          flag("--eval-size"), flag("--threads")), ("3000", "warmup", "300", "100", "500", "1"))
+        self.assertNotIn("--no-causal", a)
+        self.assertNotIn("--text", a)
+        # Every flag once: translate (cxxopts) refuses a flag given twice.
+        names = [x for x in a if x.startswith("--")]
+        self.assertEqual(len(names), len(set(names)))
+
+    def test_a_fresh_run_overwrites_and_a_checkpointed_one_resumes(self):
+        r = self.runs[0]
+        with tempfile.TemporaryDirectory() as out:
+            cmd = st.command(r, "/bin/translate", out)
+            self.assertEqual(cmd[cmd.index("--checkpoint-dir") + 1], f"{out}/runs/{r['id']}/ckpt")
+            self.assertEqual(cmd[-1], "--overwrite")
+            ckpt = Path(out) / "runs" / r["id"] / "ckpt"
+            ckpt.mkdir(parents=True)
+            (ckpt / "run.json").write_text("{}")    # claimed, killed before the first checkpoint
+            self.assertEqual(st.command(r, "/bin/translate", out)[-1], "--overwrite")
+            (ckpt / "step-00000100.model.safetensors").write_text("")
+            self.assertEqual(st.command(r, "/bin/translate", out)[-1], "--resume")
+        lm_run = st.runs_of(st.lm_grid())[0]
+        self.assertEqual(st.command(lm_run, "/bin/lm", "/nowhere")[-1], "--resume")
+
+    def parse(self, *argv):
+        p = argparse.ArgumentParser()
+        st.add_common(p)
+        return p.parse_args(list(argv))
+
+    def test_grid_flags_default_per_grid_and_model_flags_override(self):
+        g = st.grid_from(self.parse("--grid", "translate-fr"))
+        self.assertEqual((g.name, g.task["tgt"], g.steps, g.warmup, g.eval_size),
+                         ("translate-fr", "fr", 3000, 300, 500))
+        g = st.grid_from(self.parse("--grid", "translate-fr", "--steps", "500", "--model", "d-model=256",
+                                    "--model", "lr=1e-3"))
+        self.assertEqual((g.steps, g.model["d-model"], g.model["lr"], g.model["d-ff"]), (500, 256, 0.001, 512))
+        flag = flag_of(st.runs_of(g)[0]["args"])
+        self.assertEqual((flag("--d-model"), flag("--lr")), ("256", "0.001"))
+        lm = st.grid_from(self.parse())
+        self.assertEqual((lm.name, lm.program, lm.warmup, lm.eval_size), ("lm", "lm", 60, 200))
+        for bad in (["--grid", "translate"], ["--grid", "translate-fr", "--model", "d-model"]):
+            with self.assertRaises(SystemExit):
+                st.grid_from(self.parse(*bad))
+
+    def test_an_lm_grid_json_from_before_the_translate_fields_still_matches(self):
+        grid = st.lm_grid()
+        with tempfile.TemporaryDirectory() as out:
+            old = st.asdict(grid)
+            del old["program"], old["task"]
+            (Path(out) / "grid.json").write_text(json.dumps(old))
+            self.assertEqual(st.frozen_grid(grid, out), grid)
+            with self.assertRaisesRegex(SystemExit, "another grid"):
+                st.frozen_grid(st.lm_grid(steps=10), out)
 
 
 class Parts(unittest.TestCase):
@@ -127,6 +212,104 @@ class Completeness(unittest.TestCase):
         recs = [self.ev(20, 2.8, 2), self.ev(10, 2.9, 1), self.ev(20, 2.7, 2.5), self.step(20, 2)]
         ev = st.eval_records(recs)
         self.assertEqual([(e["step"], e["eval_loss"]) for e in ev], [(10, 2.9), (20, 2.7)])
+
+
+TEST_LINE = ("test (1000 sentences, beam 4, length penalty 0.6): loss {loss:.4f}  token accuracy 41.20%  "
+             "exact match 3.10%  BLEU {bleu:.2f}  chrF {chrf:.2f}\n")
+MANIFEST = "total: en -> ko, 26 domains (0 missing), 22189 entries, 9345 pairs: train 7845 (seed 1); hash {h}\n"
+
+
+class TranslateLogs(unittest.TestCase):
+    def test_the_last_test_line_counts_and_none_before_it(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "stdout.txt"
+            self.assertIsNone(st.read_test(out))
+            out.write_text("valid (500 sentences): loss 2.1  token accuracy 50.00%  exact match 1.00%  BLEU 9.00  "
+                           "chrF 30.00\n")
+            self.assertIsNone(st.read_test(out))
+            out.write_text(TEST_LINE.format(loss=2.5, bleu=20.0, chrf=40.0) + "resumed\n"
+                           + TEST_LINE.format(loss=2.25, bleu=21.5, chrf=41.25).replace(", beam 4, length penalty 0.6",
+                                                                                        ""))
+            self.assertEqual(st.read_test(out), dict(sentences=1000, loss=2.25, bleu=21.5, chrf=41.25))
+
+    def test_complete_needs_the_test_line(self):
+        grid = st.translate_grid("fr", steps=20, eval_every=10)
+        run = st.runs_of(grid)[0]
+        with tempfile.TemporaryDirectory() as out:
+            d = Path(out) / "runs" / run["id"]
+            d.mkdir(parents=True)
+            write_log(d / "log.jsonl", [dict(step=s, eval_loss=3.0 - s / 100, bleu=s / 2, elapsed_s=s, train_s=s)
+                                        for s in (10, 20)])
+            (d / "stdout.txt").write_text("done: 20 steps\n")
+            self.assertEqual(st.run_status(grid, run, out), "trained, test decode missing")
+            with open(d / "stdout.txt", "a") as f:
+                f.write(TEST_LINE.format(loss=2.0, bleu=10.0, chrf=30.0))
+            self.assertEqual(st.run_status(grid, run, out), "complete")
+
+    def test_data_identity_reads_the_corpus_hash_and_hashes_the_subword_model(self):
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "ckpt").mkdir()
+            self.assertEqual(st.data_identity(d), dict(corpus_hash=None, spm_sha256=None))
+            (Path(d) / "stdout.txt").write_text(MANIFEST.format(h="1bd97d9c086af428") + "translate: en -> ko\n")
+            (Path(d) / "ckpt" / "sentencepiece.model").write_bytes(b"pieces")
+            self.assertEqual(st.data_identity(d), dict(corpus_hash="1bd97d9c086af428",
+                                                       spm_sha256=hashlib.sha256(b"pieces").hexdigest()))
+
+
+class TranslateReport(unittest.TestCase):
+    """The report of synthetic runs whose numbers are known: H = 2 scores BLEU
+    1 + seed / 10 above H = 1 on each seed, G = 1 at H = 2 scores 3 below it,
+    and H = 2 learns twice as fast."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.out = Path(self.dir.name)
+        self.grid = st.Grid("translate-ko", 40, 10, 20, 5, (1, 2), (1, 2, 3), 2, (1,), 0, (), {"d-model": 8},
+                            window=3, program="translate", task={"corpus": "gettext", "tgt": "ko"})
+        for r in st.runs_of(self.grid):
+            d = self.out / "runs" / r["id"]
+            (d / "ckpt").mkdir(parents=True)
+            speed = 2 if (r["H"], r["G"]) == (2, 2) else 1
+            recs = [dict(step=s, eval_loss=4.0 - 0.02 * s * speed, bleu=0.5 * s * speed, chrf=s, elapsed_s=s / 10,
+                         train_s=s / 10) for s in self.grid.evals()]
+            write_log(d / "log.jsonl", recs)
+            bleu = 20 + r["seed"] + ((1 + r["seed"] / 10) if r["H"] == 2 else 0) - (3 if r["G"] < r["H"] else 0)
+            (d / "stdout.txt").write_text(MANIFEST.format(h="1bd97d9c086af428")
+                                          + TEST_LINE.format(loss=2.0, bleu=bleu, chrf=40.0 + r["seed"]))
+            (d / "ckpt" / "sentencepiece.model").write_bytes(b"same pieces")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_test_bleu_paired_target_and_identical_data(self):
+        res = st.analyse(self.grid, self.out)
+        self.assertEqual(res["runs_complete"], 9)
+        self.assertEqual((res["reference"]["H"], res["reference"]["G"]), (2, 2))   # lowest final loss
+        bleu = {(c["b"]["H"], c["b"]["G"]): c for c in res["test"]["bleu"]["paired"]}
+        self.assertAlmostEqual(bleu[(1, 1)]["diff"], -1.2)      # H1 - H2: -(1 + seed / 10), mean over seeds 1..3
+        self.assertAlmostEqual(bleu[(2, 1)]["diff"], -3.0)      # GQA against MHA at H = 2
+        self.assertEqual(bleu[(1, 1)]["n"], 3)
+        per = {(r["H"], r["G"]): r for r in res["test"]["bleu"]["per_config"]}
+        self.assertAlmostEqual(per[(1, 1)]["mean"], 22.0)
+        self.assertEqual(res["test"]["sentences"], [1000])
+        # Valid BLEU target: the worst final (H = 1: 20) less 1% = 19.8, reached at step 39.6 by H = 1
+        # and 19.8 by H = 2 (interpolated between evaluations).
+        tb = {r["H"]: r for r in res["target_bleu"]["per_H"]}
+        self.assertAlmostEqual(res["target_bleu"]["level"], 19.8)
+        self.assertEqual((tb[1]["reached"], tb[2]["reached"]), (3, 3))
+        self.assertTrue(tb[1]["steps"].startswith("40 ") and tb[2]["steps"].startswith("20 "), tb)
+        self.assertEqual(list(res["data"]["corpus_hash"]), ["1bd97d9c086af428"])
+        self.assertEqual(len(res["data"]["spm_sha256"]), 1)
+        md = st.markdown(res)
+        for section in st.SECTIONS + st.TRANSLATE_SECTIONS:
+            self.assertIn(section, md)
+        self.assertIn("identical in all 9 complete runs", md)
+        self.assertNotIn("no-causal control", md)
+
+    def test_a_run_with_another_subword_model_is_named(self):
+        (self.out / "runs" / "H1-G1-s2" / "ckpt" / "sentencepiece.model").write_bytes(b"other pieces")
+        md = st.markdown(st.analyse(self.grid, self.out))
+        self.assertRegex(md, r"SentencePiece model: DIFFERS across runs: .*H1-G1-s2")
 
 
 class Target(unittest.TestCase):
