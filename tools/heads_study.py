@@ -193,11 +193,9 @@ def command(run, program, out):
     out/runs/<id>/, resuming its checkpoint when there is one.
 
     translate resumes only from a checkpoint that is there, and otherwise starts
-    over with --overwrite (a start killed before its first checkpoint leaves
-    nothing to keep): `translate train --resume` on a new directory trains but
-    never writes its SentencePiece model there, so the run could not be resumed
-    later (translate's claim_and_save skips a directory make_translator already
-    claimed)."""
+    over with --overwrite: a start killed before its first checkpoint leaves
+    nothing to keep but the directory's claim and perhaps its SentencePiece
+    models, which a fresh start trains again, identically."""
     d = Path(out) / "runs" / run["id"]
     ckpt = d / "ckpt"
     resume = run.get("program", "lm") == "lm" or any(ckpt.glob("step-*.model.safetensors"))
