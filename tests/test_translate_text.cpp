@@ -178,15 +178,17 @@ TEST_F(TranslateText, AlignedFilesWithSeparateVocabulariesAndPrepareScore) {
 
 TEST_F(TranslateText, ResumingIsExactWithTokenBatchesAndTheSavedSubwords) {
   // 12 steps straight vs 6 + resume to 12, with dropout and token batches: the same final model file, byte for
-  // byte but for its run id. The resumed run reads its subword model from the directory (not retrained).
+  // byte but for its run id. The resumed run reads its subword model from the directory (not retrained). The
+  // first part passes --resume too, into a new directory, as a job script that always passes it does: that is
+  // a new run, which must write its subword models.
   const std::vector<std::string> flags = {"--corpus", tsv_dir_, "--tgt", "fr", "--valid-size", "10",
                                           "--test-size", "10", "--dropout", "0.1", "--vocab-size", "50",
                                           "--eval-every", "0", "--eval-size", "8", "--samples", "0"};
   const std::string whole = dir_ + "/whole", split = dir_ + "/split";
   // kTiny before flags: its --dropout 0 is overridden by the 0.1 in flags (the last value counts).
   ASSERT_EQ(run(std::vector<std::string>{"train"} + kTiny + flags + std::vector<std::string>{"--steps", "12", "--checkpoint-dir", whole}).code, 0);
-  ASSERT_EQ(run(std::vector<std::string>{"train"} + kTiny + flags + std::vector<std::string>{"--steps", "12", "--stop-after", "6", "--checkpoint-dir",
-                                                          split}).code, 0);
+  ASSERT_EQ(run(std::vector<std::string>{"train"} + kTiny + flags + std::vector<std::string>{"--steps", "12", "--stop-after", "6", "--resume",
+                                                          "--checkpoint-dir", split}).code, 0);
   // Resuming with another vocabulary size is refused, naming the saved one: the run keeps its subword model.
   const ProgramOutcome other_vocab = run(std::vector<std::string>{"train"} + kTiny + flags + std::vector<std::string>{"--steps", "12", "--resume",
                                                                                    "--checkpoint-dir", split,

@@ -355,11 +355,13 @@ Translator make_translator(const cxxopts::ParseResult& r, Corpus& c, TrainOption
 }
 
 // A new run claims its checkpoint directory and writes its subword models
-// there (rank 0 only) once nothing can refuse it any more.
+// there (rank 0 only) once nothing can refuse it any more. A --resume into a
+// new or empty directory (claimed by make_translator) is a new run too: it
+// writes them, so that resuming it later finds them.
 void claim_and_save(const Translator& tr, TrainOptions& opt) {
-  if (opt.checkpoint_dir.empty() || opt.run_dir) return;
-  claim_checkpoint_dir(opt);
-  if (dist::world().rank() == 0) tr.save_subwords(opt.checkpoint_dir);
+  if (opt.checkpoint_dir.empty()) return;
+  claim_checkpoint_dir(opt);  // no-op when make_translator claimed it
+  if (!opt.resume && dist::world().rank() == 0) tr.save_subwords(opt.checkpoint_dir);
 }
 
 // The checkpoints a run of opt writes from step 1: every --checkpoint-every
