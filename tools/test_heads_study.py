@@ -1,7 +1,8 @@
-"""Tests of tools/heads_study.py's pure parts: the grids as data (lm and
-translate) and their command lines, the split into parts, run completeness from
-a log (and translate's test line), the time-to-target level, the translation
-report from synthetic runs.
+"""Tests of the heads study's pure parts (tools/heads_study.py and its modules
+heads_grids, heads_runs, heads_report): the grids as data (lm and translate) and
+their command lines, the split into parts, run completeness from a log (and
+translate's test line), the time-to-target level, the translation report from
+synthetic runs.
 
     cd tools && /usr/bin/python3 -m unittest test_heads_study
 
@@ -15,6 +16,7 @@ import sys
 import tempfile
 import unittest
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 
 try:
@@ -24,12 +26,15 @@ except ImportError as e:
     print(f"heads_study_py: skipped: needs Debian's python3-numpy and python3-scipy: {e}", file=sys.stderr)
     sys.exit(77)
 
-import heads_study as st  # noqa: E402
+import heads_grids as grids  # noqa: E402
+import heads_report as report  # noqa: E402
+import heads_runs as runs  # noqa: E402
+import heads_study as study  # noqa: E402
 
 
 class LmGrid(unittest.TestCase):
     def setUp(self):
-        self.runs = st.runs_of(st.lm_grid())
+        self.runs = grids.runs_of(grids.lm_grid())
 
     def test_the_issues_configurations_and_seeds(self):
         count = Counter((r["H"], r["G"], r["causal"]) for r in self.runs)
@@ -50,15 +55,15 @@ class LmGrid(unittest.TestCase):
         self.assertNotIn("--no-causal", a)
         control = next(x for x in self.runs if not x["causal"])
         self.assertIn("--no-causal", control["args"])
-        cmd = st.command(r, "/bin/lm", "/o")
+        cmd = grids.command(r, "/bin/lm", "/o")
         self.assertEqual(cmd[0], "/bin/lm")
         self.assertEqual(cmd[cmd.index("--log") + 1], "/o/runs/H8-G2-s3/log.jsonl")
         self.assertEqual(cmd[cmd.index("--checkpoint-dir") + 1], "/o/runs/H8-G2-s3/ckpt")
         self.assertEqual(cmd[-1], "--resume")   # an interrupted run continues its checkpoint
 
     def test_eval_steps_end_at_the_last_step(self):
-        self.assertEqual(st.lm_grid(steps=250, eval_every=100).evals(), [100, 200, 250])
-        self.assertEqual(st.lm_grid(steps=300, eval_every=100).evals(), [100, 200, 300])
+        self.assertEqual(grids.lm_grid(steps=250, eval_every=100).evals(), [100, 200, 250])
+        self.assertEqual(grids.lm_grid(steps=300, eval_every=100).evals(), [100, 200, 300])
 
 
 def flag_of(args):
@@ -67,8 +72,8 @@ def flag_of(args):
 
 class TranslateGrid(unittest.TestCase):
     def setUp(self):
-        self.grid = st.translate_grid("ko")
-        self.runs = st.runs_of(self.grid)
+        self.grid = grids.translate_grid("ko")
+        self.runs = grids.runs_of(self.grid)
 
     def test_the_issues_configurations_and_seeds(self):
         count = Counter((r["H"], r["G"], r["causal"]) for r in self.runs)
@@ -99,87 +104,87 @@ class TranslateGrid(unittest.TestCase):
     def test_a_fresh_run_overwrites_and_a_checkpointed_one_resumes(self):
         r = self.runs[0]
         with tempfile.TemporaryDirectory() as out:
-            cmd = st.command(r, "/bin/translate", out)
+            cmd = grids.command(r, "/bin/translate", out)
             self.assertEqual(cmd[cmd.index("--checkpoint-dir") + 1], f"{out}/runs/{r['id']}/ckpt")
             self.assertEqual(cmd[-1], "--overwrite")
             ckpt = Path(out) / "runs" / r["id"] / "ckpt"
             ckpt.mkdir(parents=True)
             (ckpt / "run.json").write_text("{}")    # claimed, killed before the first checkpoint
-            self.assertEqual(st.command(r, "/bin/translate", out)[-1], "--overwrite")
+            self.assertEqual(grids.command(r, "/bin/translate", out)[-1], "--overwrite")
             (ckpt / "step-00000100.model.safetensors").write_text("")
-            self.assertEqual(st.command(r, "/bin/translate", out)[-1], "--resume")
-        lm_run = st.runs_of(st.lm_grid())[0]
-        self.assertEqual(st.command(lm_run, "/bin/lm", "/nowhere")[-1], "--resume")
+            self.assertEqual(grids.command(r, "/bin/translate", out)[-1], "--resume")
+        lm_run = grids.runs_of(grids.lm_grid())[0]
+        self.assertEqual(grids.command(lm_run, "/bin/lm", "/nowhere")[-1], "--resume")
 
     def parse(self, *argv):
         p = argparse.ArgumentParser()
-        st.add_common(p)
+        study.add_common(p)
         return p.parse_args(list(argv))
 
     def test_grid_flags_default_per_grid_and_model_flags_override(self):
-        g = st.grid_from(self.parse("--grid", "translate-fr"))
+        g = grids.grid_from(self.parse("--grid", "translate-fr"))
         self.assertEqual((g.name, g.task["tgt"], g.steps, g.warmup, g.eval_size),
                          ("translate-fr", "fr", 3000, 300, 500))
-        g = st.grid_from(self.parse("--grid", "translate-fr", "--steps", "500", "--model", "d-model=256",
+        g = grids.grid_from(self.parse("--grid", "translate-fr", "--steps", "500", "--model", "d-model=256",
                                     "--model", "lr=1e-3"))
         self.assertEqual((g.steps, g.model["d-model"], g.model["lr"], g.model["d-ff"]), (500, 256, 0.001, 512))
-        flag = flag_of(st.runs_of(g)[0]["args"])
+        flag = flag_of(grids.runs_of(g)[0]["args"])
         self.assertEqual((flag("--d-model"), flag("--lr")), ("256", "0.001"))
-        lm = st.grid_from(self.parse())
+        lm = grids.grid_from(self.parse())
         self.assertEqual((lm.name, lm.program, lm.warmup, lm.eval_size), ("lm", "lm", 60, 200))
         for bad in (["--grid", "translate"], ["--grid", "translate-fr", "--model", "d-model"]):
             with self.assertRaises(SystemExit):
-                st.grid_from(self.parse(*bad))
+                grids.grid_from(self.parse(*bad))
 
     def test_an_lm_grid_json_from_before_the_translate_fields_still_matches(self):
-        grid = st.lm_grid()
+        grid = grids.lm_grid()
         with tempfile.TemporaryDirectory() as out:
-            old = st.asdict(grid)
+            old = asdict(grid)
             del old["program"], old["task"]
             (Path(out) / "grid.json").write_text(json.dumps(old))
-            self.assertEqual(st.frozen_grid(grid, out), grid)
+            self.assertEqual(grids.frozen_grid(grid, out), grid)
             with self.assertRaisesRegex(SystemExit, "another grid"):
-                st.frozen_grid(st.lm_grid(steps=10), out)
+                grids.frozen_grid(grids.lm_grid(steps=10), out)
 
 
 class Parts(unittest.TestCase):
     def test_each_part_within_the_limit_and_every_run_in_exactly_one(self):
         costs = {f"r{i}": float(c) for i, c in enumerate([50, 40, 40, 30, 30, 20, 20, 10, 10, 5, 5, 5])}
-        parts = st.split_parts(costs, jobs=2, limit_s=60)
+        parts = runs.split_parts(costs, jobs=2, limit_s=60)
         self.assertEqual(sorted(r for p in parts for r in p), sorted(costs))
         for p in parts:
-            self.assertLessEqual(st.makespan([costs[r] for r in p], 2), 60)
+            self.assertLessEqual(runs.makespan([costs[r] for r in p], 2), 60)
         # 265 s of work on 2 workers needs at least 3 parts of 60 s; the split finds a small count.
         self.assertGreaterEqual(len(parts), 3)
         self.assertLessEqual(len(parts), 4)
 
     def test_a_given_count_is_kept(self):
         costs = {f"r{i}": 1.0 for i in range(7)}
-        parts = st.split_parts(costs, parts=3)
+        parts = runs.split_parts(costs, parts=3)
         self.assertEqual(len(parts), 3)
         self.assertEqual(sorted(len(p) for p in parts), [2, 2, 3])
 
     def test_a_run_longer_than_a_part_is_refused(self):
         with self.assertRaisesRegex(ValueError, "r1 alone takes 3.00 h"):
-            st.split_parts({"r0": 10.0, "r1": 3 * 3600.0}, limit_s=7200)
+            runs.split_parts({"r0": 10.0, "r1": 3 * 3600.0}, limit_s=7200)
 
     def test_makespan_runs_longest_first(self):
-        self.assertEqual(st.makespan([3, 3, 2, 2, 2], 2), 7)   # 3+2+2 | 3+2
-        self.assertEqual(st.makespan([5, 1], 1), 6)
+        self.assertEqual(runs.makespan([3, 3, 2, 2, 2], 2), 7)   # 3+2+2 | 3+2
+        self.assertEqual(runs.makespan([5, 1], 1), 6)
 
     def test_plan_uses_the_pilot_and_says_core_minutes(self):
-        grid = st.lm_grid(steps=1000, eval_every=100)
+        grid = grids.lm_grid(steps=1000, eval_every=100)
         rows = {f"H{r['H']}-G{r['G']}": dict(s_per_step=0.1 * r["H"] ** 0.5, eval_s=2.0, startup_s=1.0)
-                for r in st.runs_of(grid)}
-        plan = st.make_plan(grid, dict(configs=rows), jobs=2, limit_s=1800)
+                for r in grids.runs_of(grid)}
+        plan = runs.make_plan(grid, dict(configs=rows), jobs=2, limit_s=1800)
         self.assertTrue(plan["measured"])
         self.assertTrue(all(p["wall_minutes"] <= 30 for p in plan["parts"]))
         total = sum(p["core_minutes"] for p in plan["parts"])
-        expected = sum(1 + 1000 * rows[f"H{r['H']}-G{r['G']}"]["s_per_step"] + 10 * 2 for r in st.runs_of(grid))
+        expected = sum(1 + 1000 * rows[f"H{r['H']}-G{r['G']}"]["s_per_step"] + 10 * 2 for r in grids.runs_of(grid))
         self.assertAlmostEqual(total * 60, expected)
 
     def test_without_a_pilot_the_cost_is_unknown(self):
-        plan = st.make_plan(st.lm_grid(), None, parts=3)
+        plan = runs.make_plan(grids.lm_grid(), None, parts=3)
         self.assertFalse(plan["measured"])
         self.assertEqual(len(plan["parts"]), 3)
         self.assertIsNone(plan["parts"][0]["core_minutes"])
@@ -200,17 +205,17 @@ class Completeness(unittest.TestCase):
     def test_complete_only_with_an_eval_record_at_the_final_step(self):
         with tempfile.TemporaryDirectory() as d:
             log = Path(d) / "log.jsonl"
-            self.assertEqual(st.status(st.read_log(log), 30), "missing")
+            self.assertEqual(runs.status(runs.read_log(log), 30), "missing")
             write_log(log, [self.step(10, 1), self.ev(10, 2.9, 1), self.step(20, 2), self.ev(20, 2.8, 2),
                             self.step(30, 3)], cut=True)   # killed during the last evaluation
-            self.assertEqual(st.status(st.read_log(log), 30), "partial at step 30")
+            self.assertEqual(runs.status(runs.read_log(log), 30), "partial at step 30")
             write_log(log, [self.step(10, 1), self.ev(10, 2.9, 1), self.step(30, 3), self.ev(30, 2.7, 3)])
-            self.assertEqual(st.status(st.read_log(log), 30), "complete")
-            self.assertEqual(st.status(st.read_log(log), 40), "partial at step 30")
+            self.assertEqual(runs.status(runs.read_log(log), 30), "complete")
+            self.assertEqual(runs.status(runs.read_log(log), 40), "partial at step 30")
 
     def test_eval_records_in_step_order_the_last_of_a_step_winning(self):
         recs = [self.ev(20, 2.8, 2), self.ev(10, 2.9, 1), self.ev(20, 2.7, 2.5), self.step(20, 2)]
-        ev = st.eval_records(recs)
+        ev = runs.eval_records(recs)
         self.assertEqual([(e["step"], e["eval_loss"]) for e in ev], [(10, 2.9), (20, 2.7)])
 
 
@@ -223,36 +228,36 @@ class TranslateLogs(unittest.TestCase):
     def test_the_last_test_line_counts_and_none_before_it(self):
         with tempfile.TemporaryDirectory() as d:
             out = Path(d) / "stdout.txt"
-            self.assertIsNone(st.read_test(out))
+            self.assertIsNone(runs.read_test(out))
             out.write_text("valid (500 sentences): loss 2.1  token accuracy 50.00%  exact match 1.00%  BLEU 9.00  "
                            "chrF 30.00\n")
-            self.assertIsNone(st.read_test(out))
+            self.assertIsNone(runs.read_test(out))
             out.write_text(TEST_LINE.format(loss=2.5, bleu=20.0, chrf=40.0) + "resumed\n"
                            + TEST_LINE.format(loss=2.25, bleu=21.5, chrf=41.25).replace(", beam 4, length penalty 0.6",
                                                                                         ""))
-            self.assertEqual(st.read_test(out), dict(sentences=1000, loss=2.25, bleu=21.5, chrf=41.25))
+            self.assertEqual(runs.read_test(out), dict(sentences=1000, loss=2.25, bleu=21.5, chrf=41.25))
 
     def test_complete_needs_the_test_line(self):
-        grid = st.translate_grid("fr", steps=20, eval_every=10)
-        run = st.runs_of(grid)[0]
+        grid = grids.translate_grid("fr", steps=20, eval_every=10)
+        run = grids.runs_of(grid)[0]
         with tempfile.TemporaryDirectory() as out:
             d = Path(out) / "runs" / run["id"]
             d.mkdir(parents=True)
             write_log(d / "log.jsonl", [dict(step=s, eval_loss=3.0 - s / 100, bleu=s / 2, elapsed_s=s, train_s=s)
                                         for s in (10, 20)])
             (d / "stdout.txt").write_text("done: 20 steps\n")
-            self.assertEqual(st.run_status(grid, run, out), "trained, test decode missing")
+            self.assertEqual(runs.run_status(grid, run, out), "trained, test decode missing")
             with open(d / "stdout.txt", "a") as f:
                 f.write(TEST_LINE.format(loss=2.0, bleu=10.0, chrf=30.0))
-            self.assertEqual(st.run_status(grid, run, out), "complete")
+            self.assertEqual(runs.run_status(grid, run, out), "complete")
 
     def test_data_identity_reads_the_corpus_hash_and_hashes_the_subword_model(self):
         with tempfile.TemporaryDirectory() as d:
             (Path(d) / "ckpt").mkdir()
-            self.assertEqual(st.data_identity(d), dict(corpus_hash=None, spm_sha256=None))
+            self.assertEqual(runs.data_identity(d), dict(corpus_hash=None, spm_sha256=None))
             (Path(d) / "stdout.txt").write_text(MANIFEST.format(h="1bd97d9c086af428") + "translate: en -> ko\n")
             (Path(d) / "ckpt" / "sentencepiece.model").write_bytes(b"pieces")
-            self.assertEqual(st.data_identity(d), dict(corpus_hash="1bd97d9c086af428",
+            self.assertEqual(runs.data_identity(d), dict(corpus_hash="1bd97d9c086af428",
                                                        spm_sha256=hashlib.sha256(b"pieces").hexdigest()))
 
 
@@ -264,9 +269,9 @@ class TranslateReport(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
         self.out = Path(self.dir.name)
-        self.grid = st.Grid("translate-ko", 40, 10, 20, 5, (1, 2), (1, 2, 3), 2, (1,), 0, (), {"d-model": 8},
+        self.grid = grids.Grid("translate-ko", 40, 10, 20, 5, (1, 2), (1, 2, 3), 2, (1,), 0, (), {"d-model": 8},
                             window=3, program="translate", task={"corpus": "gettext", "tgt": "ko"})
-        for r in st.runs_of(self.grid):
+        for r in grids.runs_of(self.grid):
             d = self.out / "runs" / r["id"]
             (d / "ckpt").mkdir(parents=True)
             speed = 2 if (r["H"], r["G"]) == (2, 2) else 1
@@ -282,7 +287,7 @@ class TranslateReport(unittest.TestCase):
         self.dir.cleanup()
 
     def test_test_bleu_paired_target_and_identical_data(self):
-        res = st.analyse(self.grid, self.out)
+        res = report.analyse(self.grid, self.out)
         self.assertEqual(res["runs_complete"], 9)
         self.assertEqual((res["reference"]["H"], res["reference"]["G"]), (2, 2))   # lowest final loss
         bleu = {(c["b"]["H"], c["b"]["G"]): c for c in res["test"]["bleu"]["paired"]}
@@ -300,26 +305,26 @@ class TranslateReport(unittest.TestCase):
         self.assertTrue(tb[1]["steps"].startswith("40 ") and tb[2]["steps"].startswith("20 "), tb)
         self.assertEqual(list(res["data"]["corpus_hash"]), ["1bd97d9c086af428"])
         self.assertEqual(len(res["data"]["spm_sha256"]), 1)
-        md = st.markdown(res)
-        for section in st.SECTIONS + st.TRANSLATE_SECTIONS:
+        md = report.markdown(res)
+        for section in report.SECTIONS + report.TRANSLATE_SECTIONS:
             self.assertIn(section, md)
         self.assertIn("identical in all 9 complete runs", md)
         self.assertNotIn("no-causal control", md)
 
     def test_a_run_with_another_subword_model_is_named(self):
         (self.out / "runs" / "H1-G1-s2" / "ckpt" / "sentencepiece.model").write_bytes(b"other pieces")
-        md = st.markdown(st.analyse(self.grid, self.out))
+        md = report.markdown(report.analyse(self.grid, self.out))
         self.assertRegex(md, r"SentencePiece model: DIFFERS across runs: .*H1-G1-s2")
 
 
 class Target(unittest.TestCase):
     def test_every_run_reaches_the_worst_final_plus_margin(self):
         finals = [1.52, 1.61, 1.49]
-        target = st.choose_target(finals, 0.01)
+        target = report.choose_target(finals, 0.01)
         self.assertAlmostEqual(target, 1.61 * 1.01)
         self.assertTrue(all(f <= target for f in finals))
         with self.assertRaisesRegex(ValueError, "at least one run"):
-            st.choose_target([], 0.01)
+            report.choose_target([], 0.01)
 
 
 if __name__ == "__main__":
