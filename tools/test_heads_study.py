@@ -49,7 +49,7 @@ class LmGrid(unittest.TestCase):
         flag = lambda f: a[a.index(f) + 1]   # noqa: E731
         self.assertEqual((flag("--heads"), flag("--kv-heads"), flag("--seed")), ("8", "2", "3"))
         self.assertEqual((flag("--d-model"), flag("--d-ff"), flag("--layers"), flag("--context"),
-                          flag("--batch-size")), ("128", "512", "4", "128", "32"))
+                          flag("--batch-size")), ("128", "512", "2", "64", "32"))
         self.assertEqual((flag("--steps"), flag("--schedule"), flag("--warmup"), flag("--threads")),
                          ("3000", "warmup", "60", "1"))
         self.assertNotIn("--no-causal", a)
