@@ -25,13 +25,18 @@ std::vector<bool> padding_flags(const Tensor& mask, int64_t B, int64_t L, const 
 }  // namespace
 
 void HeadStatistics::add(const std::string& module, const Tensor& weights, const Tensor& query_padding,
-                         const Tensor& key_padding, bool causal) {
+                         const Tensor& key_padding, bool causal, const Tensor& tokens) {
   if (weights.dim() != 4)
     fail<ShapeError>("HeadStatistics", "{}: weights must be [B, H, T, S], got {}; hint: pass an "
                      "AttentionCall's weights", module, shape_str(weights.shape()));
   const int64_t B = weights.size(0), H = weights.size(1), T = weights.size(2), S = weights.size(3);
   const std::vector<bool> qpad = padding_flags(query_padding, B, T, "query_padding");
   const std::vector<bool> kpad = padding_flags(key_padding, B, S, "key_padding");
+  if (tokens.defined() && (T != S || tokens.shape() != Shape{B, T}))
+    fail<ShapeError>("HeadStatistics", "{}: tokens must be [{}, {}] with as many keys as queries, got {} for weights "
+                     "{}; hint: the induction score is for self-attention", module, B, T, shape_str(tokens.shape()),
+                     shape_str(weights.shape()));
+  const std::vector<int64_t> tok = tokens.defined() ? tokens.to_vector<int64_t>() : std::vector<int64_t>();
   const std::vector<double> w = weights.to_vector<double>();  // [B, H, T, S], row-major
 
   auto [it, inserted] = sums_.try_emplace(module, static_cast<size_t>(H));
@@ -44,7 +49,17 @@ void HeadStatistics::add(const std::string& module, const Tensor& weights, const
     for (int64_t t = 0; t < T; ++t) {
       if (qpad[static_cast<size_t>(b * T + t)]) continue;
       int64_t visible = 0;
-      for (int64_t s = 0; s < S; ++s) visible += !kpad[static_cast<size_t>(b * S + s)] && (!causal || s <= t);
+      std::vector<bool> seen(static_cast<size_t>(S));
+      for (int64_t s = 0; s < S; ++s) {
+        seen[static_cast<size_t>(s)] = !kpad[static_cast<size_t>(b * S + s)] && (!causal || s <= t);
+        visible += seen[static_cast<size_t>(s)];
+      }
+      // The induction keys: s after an earlier occurrence of token t (s - 1 < t).
+      std::vector<int64_t> after;
+      if (!tok.empty())
+        for (int64_t s = 1; s <= std::min(t, S - 1); ++s)
+          if (seen[static_cast<size_t>(s)] && tok[static_cast<size_t>(b * T + s - 1)] == tok[static_cast<size_t>(b * T + t)])
+            after.push_back(s);
       for (int64_t h = 0; h < H; ++h) {
         const double* row = w.data() + ((b * H + h) * T + t) * S;
         double entropy = 0, distance = 0, peak = 0, total = 0;
@@ -61,29 +76,41 @@ void HeadStatistics::add(const std::string& module, const Tensor& weights, const
         sum.uniform += std::log(static_cast<double>(std::max<int64_t>(visible, 1)));
         sum.distance += distance;
         sum.max_weight += peak;
+        if (t >= 1 && t - 1 < S) sum.previous += row[t - 1];
+        if (t < S) sum.self += row[t];
+        sum.first += row[0];
+        for (int64_t s : after) sum.induction += row[s];
+        sum.induction_chance += static_cast<double>(after.size()) / static_cast<double>(std::max<int64_t>(visible, 1));
         ++sum.rows;
       }
     }
 }
 
-void HeadStatistics::add_batch(Seq2SeqTransformer& model, const Tensor& src, const Tensor& tgt_in,
-                               const Tensor& src_key_padding_mask, const Tensor& tgt_key_padding_mask) {
+void HeadStatistics::add_forward(Module& model, const std::function<AttentionRows(const std::string&)>& rows,
+                                 const std::function<void()>& forward) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   {
     AttentionObserverGuard observe(model, [&](const std::string& name) -> AttentionObserver {
-      const bool encoder = name.starts_with("encoder.");
-      const bool cross = name.ends_with("cross_attn");
-      const Tensor& query_padding = encoder ? src_key_padding_mask : tgt_key_padding_mask;
-      const Tensor& key_padding = encoder || cross ? src_key_padding_mask : tgt_key_padding_mask;
-      return [this, name, &query_padding, &key_padding, causal = !encoder && !cross](AttentionCall& call) {
-        add(name, call.weights, query_padding, key_padding, causal);
+      return [this, name, r = rows(name)](AttentionCall& call) {
+        add(name, call.weights, r.query_padding, r.key_padding, r.causal, r.tokens);
       };
     });
-    model.forward(src, tgt_in, src_key_padding_mask, tgt_key_padding_mask);
+    forward();
   }
-  if (was_training) model.train();
+  model.train(was_training);
+}
+
+void HeadStatistics::add_batch(Seq2SeqTransformer& model, const Tensor& src, const Tensor& tgt_in,
+                               const Tensor& src_key_padding_mask, const Tensor& tgt_key_padding_mask) {
+  const auto rows = [&](const std::string& name) {
+    const bool encoder = name.starts_with("encoder.");
+    const bool cross = name.ends_with("cross_attn");
+    return AttentionRows{encoder ? src_key_padding_mask : tgt_key_padding_mask,
+                         encoder || cross ? src_key_padding_mask : tgt_key_padding_mask, Tensor(), !encoder && !cross};
+  };
+  add_forward(model, rows, [&] { model.forward(src, tgt_in, src_key_padding_mask, tgt_key_padding_mask); });
 }
 
 std::vector<HeadStat> HeadStatistics::results() const {
@@ -94,54 +121,48 @@ std::vector<HeadStat> HeadStatistics::results() const {
       const Sums& s = heads[h];
       const double n = static_cast<double>(std::max<int64_t>(s.rows, 1));
       out.push_back({module, static_cast<int64_t>(h), s.entropy / n, s.uniform / n, s.distance / n,
-                     s.max_weight / n, s.rows});
+                     s.max_weight / n, s.rows, s.previous / n, s.self / n, s.first / n, s.induction / n,
+                     s.induction_chance / n});
     }
   }
   return out;
 }
 
-double masked_heads_loss(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches, int64_t pad_id) {
+namespace {
+
+DType model_dtype(Module& model) {
+  const std::vector<Tensor> p = model.parameters();
+  return p.empty() ? DType::f32 : p.front().dtype();
+}
+
+// "module:0110|module:11": the heads a mask removes, as a cache key.
+std::string mask_key(const HeadMask& mask) {
+  std::string key;
+  for (const auto& [name, keep] : mask) {
+    key += name + ':';
+    for (double k : keep) key += k == 0.0 ? '0' : '1';
+    key += '|';
+  }
+  return key;
+}
+
+}  // namespace
+
+double heads_loss(Module& model, const LossBatches& data) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  CrossEntropyOptions ce;
-  ce.ignore_index = pad_id;
-  ce.reduction = Reduction::sum;
   double total = 0, tokens = 0;
-  for (const AblationBatch& b : batches) {
-    Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
-    Tensor target = b.tgt_out.reshape({-1});
-    total += cross_entropy(logits.reshape({-1, logits.size(2)}), target, ce).item();
-    for (double id : target.to_vector<double>()) tokens += static_cast<double>(id != static_cast<double>(pad_id));
+  for (size_t i = 0; i < data.batches; ++i) {
+    const BatchLoss b = data.loss(i);
+    total += b.sum.item();
+    tokens += b.tokens;
   }
-  if (was_training) model.train();
+  model.train(was_training);
   return total / std::max(tokens, 1.0);
 }
 
-std::vector<HeadAblation> ablate_heads(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches,
-                                       int64_t pad_id, double* baseline) {
-  const double base = masked_heads_loss(model, batches, pad_id);
-  if (baseline) *baseline = base;
-  const int64_t H = model.config.heads;
-  const DType dt = model.parameters().front().dtype();
-  std::vector<HeadAblation> out;
-  for (const auto& attention : attention_modules(model))
-    for (int64_t h = 0; h < H; ++h) {
-      const std::string& target = attention.first;
-      std::vector<double> keep(static_cast<size_t>(H), 1.0);
-      keep[static_cast<size_t>(h)] = 0.0;
-      const Tensor scale = Tensor::from_vector(keep, {H}, dt);
-      AttentionObserverGuard remove(model, [&](const std::string& name) -> AttentionObserver {
-        if (name != target) return nullptr;
-        return [&scale](AttentionCall& call) { call.head_scale = scale; };
-      });
-      const double loss = masked_heads_loss(model, batches, pad_id);
-      out.push_back({target, h, loss, loss - base});
-    }
-  return out;
-}
-
-HeadMask full_head_mask(const Seq2SeqTransformer& model) {
+HeadMask full_head_mask(const Module& model) {
   HeadMask mask;
   for (const auto& [name, m] : attention_modules(model))
     mask[name] = std::vector<double>(static_cast<size_t>(m->num_heads), 1.0);
@@ -155,9 +176,9 @@ int64_t removed_heads(const HeadMask& mask) {
   return n;
 }
 
-HeadMaskGuard::HeadMaskGuard(Seq2SeqTransformer& model, const HeadMask& mask)
+HeadMaskGuard::HeadMaskGuard(Module& model, const HeadMask& mask)
     : scales_([&] {
-        const DType dt = model.parameters().front().dtype();
+        const DType dt = model_dtype(model);
         std::map<std::string, Tensor> s;
         for (const auto& [name, keep] : mask)
           s[name] = Tensor::from_vector(keep, {static_cast<int64_t>(keep.size())}, dt);
@@ -169,18 +190,35 @@ HeadMaskGuard::HeadMaskGuard(Seq2SeqTransformer& model, const HeadMask& mask)
         return [&scale = it->second](AttentionCall& call) { call.head_scale = scale; };
       }) {}
 
-std::vector<HeadImportance> head_importance(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches,
-                                            int64_t pad_id, const HeadMask& mask) {
+double masked_loss(Module& model, const LossBatches& data, const HeadMask& mask) {
+  HeadMaskGuard guard(model, mask);
+  return heads_loss(model, data);
+}
+
+std::vector<HeadAblation> ablate_heads(Module& model, const LossBatches& data, double* baseline) {
+  const double base = heads_loss(model, data);
+  if (baseline) *baseline = base;
+  const HeadMask full = full_head_mask(model);
+  std::vector<HeadAblation> out;
+  for (const auto& [name, m] : attention_modules(model))
+    for (int64_t h = 0; h < m->num_heads; ++h) {
+      HeadMask mask{{name, full.at(name)}};  // only this module scaled: the others run as they are
+      mask.at(name)[static_cast<size_t>(h)] = 0.0;
+      const double loss = masked_loss(model, data, mask);
+      out.push_back({name, h, loss, loss - base});
+    }
+  return out;
+}
+
+std::vector<HeadImportance> head_importance(Module& model, const LossBatches& data, const HeadMask& mask) {
   const bool was_training = model.is_training();
   model.eval();
-  const DType dt = model.parameters().front().dtype();
+  const DType dt = model_dtype(model);
   const auto modules = attention_modules(model);
   std::vector<std::vector<double>> sums(modules.size());
   for (size_t m = 0; m < modules.size(); ++m) sums[m].assign(static_cast<size_t>(modules[m].second->num_heads), 0.0);
 
-  CrossEntropyOptions ce;
-  ce.ignore_index = pad_id;
-  for (const AblationBatch& b : batches) {
+  for (size_t i = 0; i < data.batches; ++i) {
     // ξ [H] per module: the gates, leaves that require grad, at the mask's values.
     std::vector<Tensor> gates;
     std::map<std::string, size_t> index;
@@ -194,18 +232,18 @@ std::vector<HeadImportance> head_importance(Seq2SeqTransformer& model, const std
     AttentionObserverGuard gate(model, [&](const std::string& name) -> AttentionObserver {
       return [&g = gates[index.at(name)]](AttentionCall& call) { call.head_scale = g; };
     });
-    const Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
-    const Tensor loss = cross_entropy(logits.reshape({-1, logits.size(2)}), b.tgt_out.reshape({-1}), ce);
+    const BatchLoss b = data.loss(i);
+    const Tensor loss = b.sum * (1.0 / std::max(b.tokens, 1.0));
     const std::vector<Tensor> dxi = grad({loss}, gates);
     for (size_t m = 0; m < modules.size(); ++m) {
       const std::vector<double> g = dxi[m].to_vector<double>();
       for (size_t h = 0; h < g.size(); ++h) sums[m][h] += std::abs(g[h]);
     }
   }
-  if (was_training) model.train();
+  model.train(was_training);
 
   std::vector<HeadImportance> out;
-  const double n = static_cast<double>(std::max<size_t>(batches.size(), 1));
+  const double n = static_cast<double>(std::max<size_t>(data.batches, 1));
   for (size_t m = 0; m < modules.size(); ++m) {
     double norm = 0;
     for (double v : sums[m]) norm += (v / n) * (v / n);
@@ -216,6 +254,60 @@ std::vector<HeadImportance> head_importance(Seq2SeqTransformer& model, const std
     }
   }
   return out;
+}
+
+std::vector<double> pruning_curve(Module& model, const LossBatches& data, const std::vector<HeadRef>& order,
+                                  const std::vector<int64_t>& ks, std::map<std::string, double>* cache) {
+  std::map<std::string, double> own;
+  std::map<std::string, double>& seen = cache ? *cache : own;
+  const HeadMask full = full_head_mask(model);
+  std::vector<double> out;
+  for (int64_t k : ks) {
+    if (k < 0 || k > static_cast<int64_t>(order.size()))
+      fail<ValueError>("pruning_curve", "k = {} heads to remove, but the order has {}; hint: k in [0, {}]", k,
+                       order.size(), order.size());
+    HeadMask mask = full;
+    for (int64_t i = 0; i < k; ++i) {
+      const auto& [name, head] = order[static_cast<size_t>(i)];
+      const auto it = mask.find(name);
+      if (it == mask.end() || head < 0 || head >= static_cast<int64_t>(it->second.size()))
+        fail<ValueError>("pruning_curve", "the order names {} head {}, which the model does not have; hint: names "
+                         "as attention_modules gives them", name, head);
+      it->second[static_cast<size_t>(head)] = 0.0;
+    }
+    const std::string key = mask_key(mask);
+    const auto hit = seen.find(key);
+    out.push_back(hit != seen.end() ? hit->second : (seen[key] = masked_loss(model, data, mask)));
+  }
+  return out;
+}
+
+LossBatches seq2seq_loss(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches, int64_t pad_id) {
+  return {batches.size(), [&model, &batches, pad_id](size_t i) {
+            const AblationBatch& b = batches[i];
+            CrossEntropyOptions ce;
+            ce.ignore_index = pad_id;
+            ce.reduction = Reduction::sum;
+            const Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
+            const Tensor target = b.tgt_out.reshape({-1});
+            double tokens = 0;
+            for (double id : target.to_vector<double>()) tokens += static_cast<double>(id != static_cast<double>(pad_id));
+            return BatchLoss{cross_entropy(logits.reshape({-1, logits.size(2)}), target, ce), tokens};
+          }};
+}
+
+double masked_heads_loss(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches, int64_t pad_id) {
+  return heads_loss(model, seq2seq_loss(model, batches, pad_id));
+}
+
+std::vector<HeadAblation> ablate_heads(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches,
+                                       int64_t pad_id, double* baseline) {
+  return ablate_heads(model, seq2seq_loss(model, batches, pad_id), baseline);
+}
+
+std::vector<HeadImportance> head_importance(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches,
+                                            int64_t pad_id, const HeadMask& mask) {
+  return head_importance(model, seq2seq_loss(model, batches, pad_id), mask);
 }
 
 }  // namespace attograd::app::heads

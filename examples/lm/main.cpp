@@ -26,6 +26,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/preflight.h"
 #include "examples/common/trainer.h"
+#include "examples/lm/lm_checkpoint.h"
 #include "examples/lm/lm_task.h"
 #include "examples/lm/sampling.h"
 
@@ -33,8 +34,6 @@ using namespace attograd;
 using namespace attograd::app;
 
 namespace {
-
-const char* const kFortunesDir = "/usr/share/games/fortunes";
 
 // About 0.8M parameters with a char vocabulary, context 128.
 GPTConfig default_model() {
@@ -105,28 +104,6 @@ cxxopts::Options make_options(const std::string& mode) {
   add_train_flags(o, default_training());
   add_memory_flags(o);
   return o;
-}
-
-// The fortune files (not their .dat indexes or .u8 links), in name order.
-std::string read_fortunes() {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(kFortunesDir, ec)) {
-    const std::string ext = e.path().extension().string();
-    if (e.is_regular_file() && !e.is_symlink() && ext != ".dat" && ext != ".u8") files.push_back(e.path().string());
-  }
-  if (files.empty())
-    fail<IOError>("data", "no fortune files in {}; hint: install the default corpus (sudo scripts/setup, or apt-get "
-                  "install fortunes-min fortunes), or pass --text FILE", kFortunesDir);
-  std::sort(files.begin(), files.end());
-  std::string text;
-  for (const auto& f : files) text += read_file_bytes(f, text_input_limit());
-  return text;
-}
-
-// The --text file (a regular file or a pipe, at most text_input_limit() bytes), or the fortunes.
-std::string read_data(const std::string& path) {
-  return path.empty() ? read_fortunes() : read_file_bytes(path, text_input_limit());
 }
 
 GPTConfig model_from(const cxxopts::ParseResult& r) {
@@ -257,7 +234,7 @@ int train(const cxxopts::ParseResult& r) {
   std::unique_ptr<LMTokenizer> tok;
   std::unique_ptr<TokenWindows> data;
   {
-    const std::string text = read_data(path);
+    const std::string text = read_lm_text(path);
     // A foreign checkpoint is named before its directory's tokenizer is looked for.
     if (opt.resume) load_checkpoint(opt.checkpoint_dir, /*need_train_state=*/true, CheckpointReader{"lm", "lm"});
     if (opt.resume) tok = load_lm_tokenizer(opt.checkpoint_dir);
@@ -294,25 +271,6 @@ int train(const cxxopts::ParseResult& r) {
   return 0;
 }
 
-struct Loaded {
-  std::unique_ptr<GPT> model;
-  std::unique_ptr<LMTokenizer> tokenizer;
-  nlohmann::json task;
-};
-
-Loaded load_model(const std::string& path) {
-  if (path.empty()) fail<ValueError>("flags", "--checkpoint is required; hint: the --checkpoint-dir used in training");
-  const Checkpoint c = load_checkpoint(path, false, CheckpointReader{"lm", "lm"});
-  Loaded l;
-  l.task = c.meta.task;
-  l.tokenizer = load_lm_tokenizer(std::filesystem::path(c.model_path).parent_path().string());
-  l.model = gpt_from_checkpoint(c);
-  if (l.model->config.vocab != l.tokenizer->vocab_size())
-    fail<IOError>("checkpoint", "{}: the model has {} tokens, its tokenizer {}", c.model_path, l.model->config.vocab,
-                  l.tokenizer->vocab_size());
-  return l;
-}
-
 int sample(const cxxopts::ParseResult& r) {
   SampleOptions so;
   so.temperature = cli::flag_in_range<double>(r, "temperature", 0.0, 100.0);
@@ -321,7 +279,7 @@ int sample(const cxxopts::ParseResult& r) {
   so.max_new = cli::flag_in_range<int64_t>(r, "max-len", 0, int64_t{1} << 31);
   const std::string attention_dir = r["attention-out"].as<std::string>();
   if (!attention_dir.empty()) check_dir_writable(attention_dir, "attention-out");
-  Loaded l = load_model(r["checkpoint"].as<std::string>());
+  LoadedLM l = load_lm_checkpoint(r["checkpoint"].as<std::string>());
   const std::string text = r["prompt"].as<std::string>();
   const std::vector<int32_t> prompt = l.tokenizer->encode(text.empty() ? "\n" : text);
   std::vector<int32_t> all = prompt;
@@ -334,22 +292,10 @@ int sample(const cxxopts::ParseResult& r) {
 int eval(const cxxopts::ParseResult& r) {
   const int64_t batch = cli::flag_in_range<int64_t>(r, "batch-size", 1, 1 << 16);
   const int64_t windows = r.count("eval-size") ? cli::flag_in_range<int64_t>(r, "eval-size", 1, 10'000'000) : 0;
-  Loaded l = load_model(r["checkpoint"].as<std::string>());
-  std::string path = r["text"].as<std::string>();
-  double heldout = 0.1;
-  try {
-    if (path.empty() && l.task.at("data").get<std::string>() != "fortunes") path = l.task.at("data").get<std::string>();
-    heldout = l.task.at("heldout").get<double>();
-  } catch (const nlohmann::json::exception& e) {
-    fail<IOError>("checkpoint", "bad task metadata: {}", e.what());
-  }
-  if (r["text"].as<std::string>().empty() && !path.empty() && !std::filesystem::exists(path))
-    fail<IOError>("eval", "the checkpoint's training text {} is missing; hint: pass --text FILE, the text to evaluate on",
-                  path);
-  const TokenWindows data(l.tokenizer->encode(read_data(path)), l.model->config.context, heldout);
-  const LMEval e = evaluate_lm(*l.model, data, *l.tokenizer, windows, batch, dist::world());
-  fmt::print("held-out ({}, last {:.0f}%): {}\n", path.empty() ? std::string("fortunes") : path, 100 * heldout,
-             eval_summary(e));
+  LoadedLM l = load_lm_checkpoint(r["checkpoint"].as<std::string>());
+  const LMHeldOut h = lm_heldout(l, r["text"].as<std::string>());
+  const LMEval e = evaluate_lm(*l.model, h.windows, *l.tokenizer, windows, batch, dist::world());
+  fmt::print("held-out ({}, last {:.0f}%): {}\n", h.shown, 100 * h.heldout, eval_summary(e));
   return 0;
 }
 
