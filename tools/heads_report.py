@@ -309,6 +309,10 @@ def cmd_report(args):
     grid = saved_grid(args.out)
     res = analyse(grid, args.out)
     md = markdown(res)
+    if grid.program == "lm":   # head_probe's analyses of the runs' checkpoints (heads_study.py probe)
+        import heads_probe
+        res["heads"] = heads_probe.analyse_probes(grid, args.out)
+        md += "\n" + heads_probe.markdown(res["heads"])
     md_path, json_path = report_paths(grid, args.out)
     md_path.write_text(md)
     json_path.write_text(json.dumps(res, indent=1) + "\n")

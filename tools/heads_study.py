@@ -51,6 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import heads_report  # noqa: E402
+from heads_grids import saved_grid  # noqa: E402
 from heads_grids import command, grid_kind, quick_grid, quick_translate_grid, runs_of  # noqa: E402
 from heads_report import SECTIONS, TRANSLATE_SECTIONS, cmd_report, report_paths  # noqa: E402
 from heads_runs import (PART_HOURS, cmd_pilot, cmd_plan, cmd_run, eval_records, program_of,  # noqa: E402
@@ -163,6 +164,14 @@ def cmd_quick(args):
           f"{time.time() - t0:.1f} s)")
 
 
+def cmd_probe(args):
+    grid = saved_grid(args.out)
+    if grid.program != "lm":
+        raise SystemExit(f"heads_study probe: head_probe reads lm checkpoints; {args.out} holds a {grid.program} grid")
+    import heads_probe   # numpy and scipy are checked in main
+    heads_probe.cmd_probe(args, grid)
+
+
 # ---------------------------------------------------------------------------
 # The command line
 
@@ -205,6 +214,10 @@ def main(argv=None):
     p = sub.add_parser("run", help="one part's unfinished runs")
     add_common(p)
     p.add_argument("--part", required=True, help="i/n, as plan printed")
+    p = sub.add_parser("probe", help="head_probe lm on every complete run's last checkpoint (lm grids)")
+    add_common(p)
+    p.add_argument("--head-probe", default=str(Path(__file__).resolve().parent.parent / "build" / "bin" / "head_probe"),
+                   help="the head_probe program (default build/bin/head_probe)")
     add_common(sub.add_parser("report", help="<out>/<program>-heads.md and .json"))
     add_common(sub.add_parser("quick", help="both pipelines on tiny grids, in <out>/lm and <out>/translate (CI)"))
     args = ap.parse_args(argv)
@@ -215,7 +228,8 @@ def main(argv=None):
     grid_kind(args.grid)
     if args.out is None:
         args.out = "/tmp/heads-quick" if args.cmd == "quick" else f"runs/heads-{args.grid}"
-    {"plan": cmd_plan, "pilot": cmd_pilot, "run": cmd_run, "report": cmd_report, "quick": cmd_quick}[args.cmd](args)
+    {"plan": cmd_plan, "pilot": cmd_pilot, "run": cmd_run, "report": cmd_report, "quick": cmd_quick,
+     "probe": cmd_probe}[args.cmd](args)
     return 0
 
 

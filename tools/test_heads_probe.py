@@ -1,0 +1,139 @@
+"""Tests of tools/heads_probe.py (the heads study's reading of head_probe's
+JSON): pruning deltas, the share of heads prunable, role labels, and the
+analysis over synthetic probes of a grid (orders compared paired by run,
+roles counted, recurrence against chance).
+
+    cd tools && /usr/bin/python3 -m unittest test_heads_probe
+
+ctest runs it as heads_probe_py (exit 77 without numpy/scipy); heads_study_quick
+runs head_probe itself on the quick grid.
+"""
+import json
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+try:
+    import numpy as np
+    import scipy  # noqa: F401
+except ImportError as e:
+    print(f"heads_probe_py: skipped: needs Debian's python3-numpy and python3-scipy: {e}", file=sys.stderr)
+    sys.exit(77)
+
+import heads_grids as grids  # noqa: E402
+import heads_probe as hp  # noqa: E402
+
+FRACTIONS = [i / 10 for i in range(11)]
+
+
+def fake_probe(H, layers, seed, roles, ablation_first=False, base=2.0):
+    """A probe of a model with layers x H heads. roles[i]: the role index of
+    head i (layer-major) or None for a mixed head. Pruning losses: raw importance
+    removes harmless heads first (loss grows late); random grows linearly;
+    normalised and ablation as raw plus `penalty`."""
+    N = layers * H
+    heads = []
+    for i in range(N):
+        score = dict(previous_token=0.1, self=0.1, first_position=0.1, induction=0.05, induction_chance=0.05)
+        if roles[i] is not None:
+            r = hp.ROLES[roles[i]]
+            if r == "induction":
+                score["induction"] = 0.05 + 0.7
+            else:
+                score[r] = 0.8
+        heads.append(dict(layer=i // H, head=i % H, importance=float(i + 1), importance_normalized=float(N - i),
+                          ablation_delta=float(i + 1) * 0.01, **score))
+    ks = hp.removed_counts(FRACTIONS, N)
+    late = [base + 0.5 * (k / N) ** 3 for k in ks]
+    linear = [base + 0.5 * k / N for k in ks]
+    worse = [base + 0.5 * (k / N) ** 2 for k in ks]
+    orders = [dict(name="importance", loss=late), dict(name="importance_normalized", loss=worse),
+              dict(name="ablation", loss=late if ablation_first else worse),
+              dict(name="random-1", loss=linear), dict(name="random-2", loss=linear)]
+    return dict(checkpoint=f"H{H}-s{seed}", baseline_loss=base, heads=heads,
+                pruning=dict(fractions=FRACTIONS, heads=N, orders=orders))
+
+
+class Reading(unittest.TestCase):
+    def test_deltas_subtract_the_baseline_and_average_random_orders(self):
+        p = fake_probe(2, 2, 1, [0, 1, None, 3])
+        p["pruning"]["orders"][4]["loss"] = [x + 0.2 for x in p["pruning"]["orders"][4]["loss"]]
+        d = hp.pruning_deltas(p)
+        self.assertEqual(d["importance"][0], 0.0)
+        self.assertAlmostEqual(d["random"][-1], 0.5 + 0.1)   # the mean of the two random orders
+        del p["pruning"]["orders"][2]
+        with self.assertRaisesRegex(ValueError, "ablation"):
+            hp.pruning_deltas(p)
+
+    def test_removed_counts_round_halves_up_as_cpp_does(self):
+        self.assertEqual(hp.removed_counts([0.0, 0.25, 0.5, 1.0], 2), [0, 1, 1, 2])
+        self.assertEqual(hp.removed_counts(FRACTIONS, 10), list(range(11)))
+
+    def test_prunable_stops_at_the_first_fraction_over_one_percent(self):
+        base = 2.0
+        delta = [0, 0.001, 0.019, 0.03, 0.0, 0.5]   # the dip at the fifth point does not count
+        fr = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
+        self.assertAlmostEqual(hp._prunable(fr, delta, base, 10), 0.4)
+        self.assertEqual(hp._prunable(fr, [0.05] * 6, base, 10), 0.0)
+
+    def test_a_head_has_the_role_it_scores_highest_on_above_the_level(self):
+        self.assertEqual(hp.role_of(np.array([0.6, 0.2, 0.1, 0.0])), "previous_token")
+        self.assertEqual(hp.role_of(np.array([0.1, 0.2, 0.1, 0.55])), "induction")
+        self.assertEqual(hp.role_of(np.array([0.4, 0.3, 0.2, 0.1])), "mixed")
+
+    def test_the_role_matrix_scores_induction_above_its_chance(self):
+        m, layers = hp.role_matrix(fake_probe(2, 2, 1, [3, None, 0, 1]))
+        self.assertEqual(m.shape, (4, len(hp.ROLES)))
+        self.assertAlmostEqual(m[0, hp.ROLES.index("induction")], 0.7)
+        self.assertAlmostEqual(m[1, hp.ROLES.index("induction")], 0.0)
+        self.assertEqual(layers.tolist(), [0, 0, 1, 1])
+
+
+class Analysis(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.out = Path(self.dir.name)
+        self.grid = grids.lm_grid(seeds=4)
+        for r in grids.runs_of(self.grid):
+            if r["G"] != r["H"] or not r["causal"] or r["H"] > 4:
+                continue
+            d = self.out / "runs" / r["id"]
+            d.mkdir(parents=True)
+            # Every seed: layer 0's head 0 previous-token, layer 1's head 0 induction; the rest mixed.
+            H = r["H"]
+            roles = [0] + [None] * (H - 1) + [3] + [None] * (H - 1)
+            (d / "probe.json").write_text(json.dumps(fake_probe(H, 2, r["seed"], roles)))
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_orders_are_compared_paired_by_run_and_missing_runs_listed(self):
+        res = hp.analyse_probes(self.grid, self.out)
+        self.assertEqual([row["H"] for row in res["per_H"]], [1, 2, 4])
+        self.assertIn("H8-G8-s1", res["missing"])
+        comp = {c["order"]: c for c in res["orders"]["comparisons"]}
+        self.assertEqual(comp["random"]["n"], 8)          # H = 2 and 4, four seeds each (H = 1 ties)
+        self.assertGreater(comp["random"]["diff"]["mean"], 0)
+        self.assertGreater(comp["importance_normalized"]["diff"]["mean"], 0)
+        self.assertEqual(comp["random"]["p_holm"], max(comp["random"]["p_holm"], comp["random"]["p_t"]))
+        row4 = res["per_H"][2]
+        # The curve of raw importance: 0.5 (k/N)^3 < 1% of 2.0 up to k/N = 0.3 (0.0135 < 0.02 at 0.3; 0.032 at 0.4).
+        self.assertAlmostEqual(row4["prunable"]["importance"]["mean"], 0.25)   # N = 8: k = 2 at f = 0.2 and 0.3
+        self.assertEqual(row4["roles"]["previous_token"]["mean"], 1)
+        self.assertEqual(row4["roles"]["mixed"]["mean"], 6)
+        # Both roles sit on the same matched heads in every seed: they recur; the
+        # roles no head holds are not counted.
+        self.assertEqual(row4["recurrence"]["held"], ["previous_token", "induction"])
+        self.assertEqual(row4["recurrence"]["observed"], 2)
+        self.assertIn("## Pruning", hp.markdown(res))
+
+    def test_no_probes_is_said_not_failed(self):
+        empty = tempfile.TemporaryDirectory()
+        self.assertIsNone(hp.analyse_probes(self.grid, empty.name))
+        self.assertIn("No probes yet", hp.markdown(None))
+        empty.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main()
