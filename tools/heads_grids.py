@@ -100,7 +100,7 @@ def quick_grid(text):
     """The CI grid of lm: every part of the pipeline in seconds (3 evaluations per
     run, so the convergence window is 3)."""
     model = {"d-model": 16, "d-ff": 64, "layers": 1, "context": 16, "batch-size": 8}
-    return Grid("quick", 30, 10, 20, 5, (1, 2), (1, 2), 0, (), 0, (), model, str(text), 1, window=3)
+    return Grid("quick", 30, 10, 20, 5, (1, 2), (1, 2), 2, (1,), 0, (), model, str(text), 1, window=3)
 
 
 def quick_translate_grid():
@@ -210,12 +210,30 @@ def frozen_grid(grid: Grid, out):
         saved = json.loads(json.dumps(asdict(saved_grid(out))))
         if saved != mine:
             diff = {k: (saved.get(k), mine.get(k)) for k in set(saved) | set(mine) if saved.get(k) != mine.get(k)}
-            raise SystemExit(f"heads_study: {path} holds another grid (saved, now: {diff}); hint: the same flags, "
-                             "or another --out")
+            if not extends(diff):
+                raise SystemExit(f"heads_study: {path} holds another grid (saved, now: {diff}); hint: the same "
+                                 "flags, or another --out (a larger --steps alone extends the grid)")
+            path.write_text(json.dumps(mine, indent=1) + "\n")
+            (Path(out) / "plan.json").unlink(missing_ok=True)   # its parts were cut for the old budget
+            print(f"note: {path}: the grid's budget grows from {diff['steps'][0]} to {diff['steps'][1]} steps; "
+                  "every run resumes from its last checkpoint (after the warmup the lr is constant, so the longer "
+                  "run is the run a larger budget would have made, bit for bit); plan.json is removed: `plan` splits "
+                  "the remaining steps into new parts")
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(mine, indent=1) + "\n")
     return grid
+
+
+def extends(diff):
+    """Whether a grid differing from the saved one by `diff` (field -> (saved,
+    now)) is the same grid with a larger budget: only `steps` differs, and grows.
+    Runs resume to the new budget; with a decaying schedule this would not hold,
+    and the grids' schedule is a constant lr after the warmup (SCHEDULE_NOTE)."""
+    if set(diff) != {"steps"}:
+        return False
+    before, after = diff["steps"]
+    return isinstance(before, int) and isinstance(after, int) and after > before
 
 
 def saved_grid(out):

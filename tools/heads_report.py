@@ -310,9 +310,13 @@ def cmd_report(args):
     res = analyse(grid, args.out)
     md = markdown(res)
     if grid.program == "lm":   # head_probe's analyses of the runs' checkpoints (heads_study.py probe)
+        import heads_gqa
         import heads_probe
         res["heads"] = heads_probe.analyse_probes(grid, args.out)
         md += "\n" + heads_probe.markdown(res["heads"])
+        if grid.gqa_heads:   # heads_study.py gqa: conversion and uptraining
+            res["gqa_conversion"] = heads_gqa.analyse_gqa(grid, args.out)
+            md += "\n" + heads_gqa.markdown(res["gqa_conversion"])
     md_path, json_path = report_paths(grid, args.out)
     md_path.write_text(md)
     json_path.write_text(json.dumps(res, indent=1) + "\n")

@@ -28,13 +28,18 @@ PART_HOURS = 2.0
 # ---------------------------------------------------------------------------
 # Cost and parts
 
-def run_seconds(run, grid: Grid, pilot):
+def run_seconds(run, grid: Grid, pilot, done=0):
     """Estimated wall seconds of one run on one core from the pilot's (H, G) row:
-    start-up, steps x seconds per step, and its evaluations. None without a pilot row."""
+    start-up, steps x seconds per step, and its evaluations; with `done` steps
+    already trained (a grid extended, or a part cut short), only what remains
+    (0 for a finished run). None without a pilot row."""
     row = (pilot or {}).get("configs", {}).get(f"H{run['H']}-G{run['G']}")
     if row is None:
         return None
-    return row["startup_s"] + run["steps"] * row["s_per_step"] + len(grid.evals()) * row["eval_s"]
+    if done >= run["steps"]:
+        return 0.0
+    evals = sum(1 for s in grid.evals() if s > done)
+    return row["startup_s"] + (run["steps"] - done) * row["s_per_step"] + evals * row["eval_s"]
 
 
 def makespan(costs, jobs):
@@ -78,11 +83,13 @@ def split_parts(costs: dict, jobs=2, limit_s=PART_HOURS * 3600, parts=None):
     return assign(len(costs))
 
 
-def make_plan(grid: Grid, pilot, jobs=2, parts=None, limit_s=PART_HOURS * 3600):
+def make_plan(grid: Grid, pilot, jobs=2, parts=None, limit_s=PART_HOURS * 3600, out=None):
     """The parts with their runs, core-minutes and wall estimates. Without a
-    pilot the runs are split by count (cost unknown) into `parts` (default 1)."""
+    pilot the runs are split by count (cost unknown) into `parts` (default 1).
+    With `out`, the steps its runs' logs already hold are not counted again."""
     runs = runs_of(grid)
-    est = {r["id"]: run_seconds(r, grid, pilot) for r in runs}
+    done = {r["id"]: trained_steps(Path(out) / "runs" / r["id"]) if out else 0 for r in runs}
+    est = {r["id"]: run_seconds(r, grid, pilot, done[r["id"]]) for r in runs}
     measured = all(v is not None for v in est.values())
     costs = est if measured else {r["id"]: float(r["steps"]) for r in runs}
     bins = split_parts(costs, jobs, limit_s if measured else float("inf"), parts if measured or parts else 1)
@@ -111,6 +118,12 @@ def read_log(path):
     except FileNotFoundError:
         pass
     return out
+
+
+def trained_steps(run_dir):
+    """The last step a run's checkpoint holds (0 when it has none): where a resume starts."""
+    steps = [int(p.name[5:13]) for p in (Path(run_dir) / "ckpt").glob("step-*.model.safetensors")]
+    return max(steps, default=0)
 
 
 def eval_records(records):
@@ -236,7 +249,7 @@ def print_plan(grid, plan, note):
 def cmd_plan(args, grid=None):
     grid = frozen_grid(grid or grid_from(args), args.out)
     pilot, note = load_pilot(args.out)
-    plan = make_plan(grid, pilot, args.jobs, args.parts, args.part_hours * 3600)
+    plan = make_plan(grid, pilot, args.jobs, args.parts, args.part_hours * 3600, args.out)
     path = Path(args.out) / "plan.json"
     if path.exists() and json.loads(path.read_text())["parts"] != plan["parts"]:
         print(f"note: {path} holds an earlier plan, which `run` keeps using (delete it to replan)")
@@ -348,7 +361,7 @@ def cmd_run(args, grid=None):
         plan = json.loads(path.read_text())
     else:
         pilot, note = load_pilot(args.out)
-        plan = make_plan(grid, pilot, args.jobs, n, args.part_hours * 3600)
+        plan = make_plan(grid, pilot, args.jobs, n, args.part_hours * 3600, args.out)
         path.write_text(json.dumps(plan, indent=1) + "\n")
         print(f"no plan yet: wrote {path} ({note})")
     if len(plan["parts"]) != n:

@@ -61,13 +61,15 @@ from heads_runs import (PART_HOURS, cmd_pilot, cmd_plan, cmd_run, eval_records, 
 # ---------------------------------------------------------------------------
 # quick: both pipelines on tiny grids (CI)
 
+LM_SECTIONS = ("## Pruning", "## Importance against ablation", "## Head roles", "## GQA conversion")
+
 def quick_grid_run(args, grid, out):
     """One quick grid end to end in `out`: pilot, plan in 2 parts, an interrupted
     run, both parts, the report; returns the problems found in the report."""
     saved = out / "grid.json"
     if saved.exists() and json.loads(saved.read_text()).get("name") != grid.name:
         raise SystemExit(f"heads_study quick: {out} holds another grid's runs; hint: another --out")
-    for name in ("runs", "pilot"):
+    for name in ("runs", "pilot", "gqa"):
         shutil.rmtree(out / name, ignore_errors=True)     # a fresh run every time, never stale logs
     for path in ("grid.json", "plan.json", "pilot.json", *report_paths(grid, out)):
         (out / path).unlink(missing_ok=True)
@@ -92,10 +94,13 @@ def quick_grid_run(args, grid, out):
     problems = []
     if grid.program == "translate":
         problems += quick_test_decode_missing(args, grid, out, plan)
+    else:
+        cmd_probe(args)
+        cmd_gqa(args)
     res = cmd_report(args)
     md = report_paths(grid, out)[0].read_text()
     ids = [r["id"] for r in runs_of(grid)]
-    wanted = SECTIONS + (TRANSLATE_SECTIONS if grid.program == "translate" else ())
+    wanted = SECTIONS + (TRANSLATE_SECTIONS if grid.program == "translate" else LM_SECTIONS)
     problems += [f"section {s!r} missing" for s in wanted if s not in md]
     problems += [f"run {r} not in the convergence table" for r in ids if f"| {r} |" not in md]
     if res["missing"]:
@@ -104,6 +109,8 @@ def quick_grid_run(args, grid, out):
         problems.append("expected every run complete, a trend and a paired comparison")
     if any(r["reached"] != r["n"] for r in res["target"]["per_H"]):
         problems.append("every H-grid run must reach the target (it is the worst final loss plus a margin)")
+    if grid.program == "lm":
+        problems += quick_heads_problems(res, grid)
     if grid.program == "translate":
         t = res["test"]
         if not t["bleu"]["paired"] or not t["bleu"]["trend"] or any(r["n"] != len(grid.seeds)
@@ -121,6 +128,19 @@ def quick_grid_run(args, grid, out):
     if [e["step"] for e in ev] != evals or any(b["train_s"] < a["train_s"] for a, b in zip(ev, ev[1:])):
         problems.append(f"the resumed run's evaluations are not steps {evals} with growing train_s: {ev}")
     return [f"{grid.name}: {p}" for p in problems]
+
+
+def quick_heads_problems(res, grid):
+    """The lm grid's probe and GQA sections hold every seed."""
+    problems = []
+    heads, gqa = res.get("heads"), res.get("gqa_conversion")
+    if not heads or heads["missing"] or [r["n"] for r in heads["per_H"]] != [len(grid.seeds)] * len(grid.heads):
+        problems.append(f"expected a probe of every H-grid run: {heads and heads['missing']}")
+    if not gqa or any(v["n"] != len(grid.seeds) for r in gqa["rows"] for v in r["loss"].values()):
+        problems.append(f"expected every GQA uptraining of every seed at every budget: {gqa}")
+    elif any(r.get("vs_scratch") is None for r in gqa["rows"] if "vs_control" in r):
+        problems.append("expected the uptrained GQA models paired with GQA from scratch")
+    return problems
 
 
 def quick_test_decode_missing(args, grid, out, plan):
@@ -164,12 +184,24 @@ def cmd_quick(args):
           f"{time.time() - t0:.1f} s)")
 
 
-def cmd_probe(args):
+def lm_grid_of(args, what):
     grid = saved_grid(args.out)
     if grid.program != "lm":
-        raise SystemExit(f"heads_study probe: head_probe reads lm checkpoints; {args.out} holds a {grid.program} grid")
+        raise SystemExit(f"heads_study {what}: head_probe reads lm checkpoints; {args.out} holds a {grid.program} grid")
+    return grid
+
+
+def cmd_probe(args):
     import heads_probe   # numpy and scipy are checked in main
-    heads_probe.cmd_probe(args, grid)
+    heads_probe.cmd_probe(args, lm_grid_of(args, "probe"))
+
+
+def cmd_gqa(args):
+    import heads_gqa
+    grid = lm_grid_of(args, "gqa")
+    if not grid.gqa_heads:
+        raise SystemExit(f"heads_study gqa: the grid in {args.out} has no GQA runs to compare with")
+    heads_gqa.cmd_gqa(args, grid)
 
 
 # ---------------------------------------------------------------------------
@@ -183,6 +215,8 @@ def add_common(p, grid_steps=True):
     p.add_argument("--lm", default=str(bin_dir / "lm"), help="the lm program (default build/bin/lm)")
     p.add_argument("--translate", default=str(bin_dir / "translate"),
                    help="the translate program (default build/bin/translate)")
+    p.add_argument("--head-probe", default=str(bin_dir / "head_probe"),
+                   help="the head_probe program (default build/bin/head_probe): probe, gqa")
     p.add_argument("--grid", default="lm", help="lm, or translate-LANG for the gettext corpus en -> LANG "
                    "(translate-fr, translate-ko) (default lm)")
     if grid_steps:
@@ -214,10 +248,9 @@ def main(argv=None):
     p = sub.add_parser("run", help="one part's unfinished runs")
     add_common(p)
     p.add_argument("--part", required=True, help="i/n, as plan printed")
-    p = sub.add_parser("probe", help="head_probe lm on every complete run's last checkpoint (lm grids)")
-    add_common(p)
-    p.add_argument("--head-probe", default=str(Path(__file__).resolve().parent.parent / "build" / "bin" / "head_probe"),
-                   help="the head_probe program (default build/bin/head_probe)")
+    add_common(sub.add_parser("probe", help="head_probe lm on every complete run's last checkpoint (lm grids)"))
+    add_common(sub.add_parser("gqa", help="the multi-head runs converted to GQA and uptrained, with controls "
+                                          "(lm grids)"))
     add_common(sub.add_parser("report", help="<out>/<program>-heads.md and .json"))
     add_common(sub.add_parser("quick", help="both pipelines on tiny grids, in <out>/lm and <out>/translate (CI)"))
     args = ap.parse_args(argv)
@@ -229,7 +262,7 @@ def main(argv=None):
     if args.out is None:
         args.out = "/tmp/heads-quick" if args.cmd == "quick" else f"runs/heads-{args.grid}"
     {"plan": cmd_plan, "pilot": cmd_pilot, "run": cmd_run, "report": cmd_report, "quick": cmd_quick,
-     "probe": cmd_probe}[args.cmd](args)
+     "probe": cmd_probe, "gqa": cmd_gqa}[args.cmd](args)
     return 0
 
 

@@ -183,6 +183,35 @@ class Parts(unittest.TestCase):
         expected = sum(1 + 1000 * rows[f"H{r['H']}-G{r['G']}"]["s_per_step"] + 10 * 2 for r in grids.runs_of(grid))
         self.assertAlmostEqual(total * 60, expected)
 
+    def test_an_extended_grid_plans_only_the_remaining_steps(self):
+        grid = grids.lm_grid(steps=1000, eval_every=100)
+        pilot = dict(configs={f"H{r['H']}-G{r['G']}": dict(s_per_step=0.1, eval_s=2.0, startup_s=1.0)
+                              for r in grids.runs_of(grid)})
+        r = grids.runs_of(grid)[0]
+        self.assertAlmostEqual(runs.run_seconds(r, grid, pilot, done=600), 1 + 400 * 0.1 + 4 * 2)
+        self.assertEqual(runs.run_seconds(r, grid, pilot, done=1000), 0.0)
+        with tempfile.TemporaryDirectory() as out:
+            ckpt = Path(out) / "runs" / r["id"] / "ckpt"
+            ckpt.mkdir(parents=True)
+            (ckpt / "step-00000600.model.safetensors").write_bytes(b"")
+            self.assertEqual(runs.trained_steps(ckpt.parent), 600)
+            full = runs.make_plan(grid, pilot, limit_s=1e9)
+            part = runs.make_plan(grid, pilot, limit_s=1e9, out=out)
+            self.assertAlmostEqual((full["parts"][0]["core_minutes"] - part["parts"][0]["core_minutes"]) * 60,
+                                   600 * 0.1 + 6 * 2)
+
+    def test_a_larger_budget_extends_the_frozen_grid_and_nothing_else_does(self):
+        with tempfile.TemporaryDirectory() as out:
+            grids.frozen_grid(grids.lm_grid(steps=1000), out)
+            (Path(out) / "plan.json").write_text("{}")
+            grids.frozen_grid(grids.lm_grid(steps=2000), out)
+            self.assertEqual(grids.saved_grid(out).steps, 2000)
+            self.assertFalse((Path(out) / "plan.json").exists())   # cut for the old budget
+            with self.assertRaisesRegex(SystemExit, "another grid"):
+                grids.frozen_grid(grids.lm_grid(steps=1500), out)   # shrinking is another grid
+            with self.assertRaisesRegex(SystemExit, "another grid"):
+                grids.frozen_grid(grids.lm_grid(steps=3000, eval_every=50), out)
+
     def test_without_a_pilot_the_cost_is_unknown(self):
         plan = runs.make_plan(grids.lm_grid(), None, parts=3)
         self.assertFalse(plan["measured"])
