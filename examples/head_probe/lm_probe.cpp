@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -99,8 +100,10 @@ nlohmann::json probe_lm(GPT& model, const std::vector<LMBatch>& batches, const P
   const int64_t group = model.config.heads / model.config.kv_head_count();  // query heads per K/V head
   nlohmann::json heads_json = nlohmann::json::array();
   std::vector<double> raw, normalized, delta;
+  std::map<HeadRef, const heads::HeadStat*> stat_of;  // statistics come in forward order, the rest in module order
+  for (const heads::HeadStat& s : stats) stat_of[{s.module, s.head}] = &s;
   for (size_t i = 0; i < all.size(); ++i) {
-    const heads::HeadStat& s = stats[i];
+    const heads::HeadStat& s = *stat_of.at(all[i]);
     raw.push_back(importance[i].importance);
     normalized.push_back(importance[i].normalized);
     delta.push_back(ablation[i].delta);
