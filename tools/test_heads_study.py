@@ -10,6 +10,7 @@ ctest runs it as heads_study_py (skipped, exit 77, without numpy/scipy); the
 pipeline end to end (both grids) is heads_study_quick.
 """
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
@@ -211,6 +212,10 @@ class Parts(unittest.TestCase):
                 grids.frozen_grid(grids.lm_grid(steps=1500), out)   # shrinking is another grid
             with self.assertRaisesRegex(SystemExit, "another grid"):
                 grids.frozen_grid(grids.lm_grid(steps=3000, eval_every=50), out)
+            (Path(out) / "plan.json").write_text("{}")
+            grids.frozen_grid(dataclasses.replace(grids.lm_grid(steps=2000), window=10), out)   # read, not trained
+            self.assertEqual(grids.saved_grid(out).window, 10)
+            self.assertTrue((Path(out) / "plan.json").exists())
 
     def test_without_a_pilot_the_cost_is_unknown(self):
         plan = runs.make_plan(grids.lm_grid(), None, parts=3)
