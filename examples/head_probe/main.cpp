@@ -3,6 +3,10 @@
 //
 //   head_probe lm --checkpoint DIR --out FILE.json [--text FILE] [--eval-size N] [--random-orders K] [--threads T]
 //       importance, ablation, attention statistics and pruning curves of every head of an lm checkpoint
+//   head_probe lm-cost --heads 1,2,4,8,16 [--kv-heads 1,2] --lengths 64,256,1024 --out FILE.json [--checkpoint DIR]
+//       decode ms/token with and without the KV cache, and the cache's bytes, against H and G
+//   head_probe lm-convert-gqa --checkpoint DIR --kv-heads G [--pool mean|first] --to OUT.model.safetensors
+//       an lm checkpoint converted to grouped-query attention, for lm train --init-from OUT --kv-heads G
 //   head_probe SUBCOMMAND --help   the subcommand's flags
 //
 // Each subcommand is a function of its own file (int f(int argc, char** argv),
@@ -14,6 +18,8 @@
 #include <fmt/format.h>
 
 #include "examples/common/cli.h"
+#include "examples/head_probe/gqa_convert.h"
+#include "examples/head_probe/lm_cost.h"
 #include "examples/head_probe/lm_probe.h"
 
 using namespace attograd;
@@ -30,6 +36,10 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"lm", "importance, ablation, attention statistics and pruning curves of every head of an lm checkpoint",
      probe::lm_main},
+    {"lm-cost", "decode ms/token and KV-cache bytes of a GPT against its heads H and K/V heads G",
+     probe::lm_cost_main},
+    {"lm-convert-gqa", "an lm checkpoint converted to grouped-query attention (K/V heads mean-pooled or first)",
+     probe::lm_convert_gqa_main},
 };
 
 std::string usage() {
