@@ -89,9 +89,6 @@ std::string convert_lm_to_grouped_query(const std::string& checkpoint, int64_t k
   // Built as lm builds it, so the weights are checked against the config first.
   const std::unique_ptr<GPT> model = gpt_from_checkpoint(c);
   const GPTConfig& from = model->config;
-  if (kv_heads <= 0 || from.kv_head_count() % kv_heads != 0)
-    fail<ValueError>("flags", "--kv-heads {} must divide the model's K/V heads {} (heads {})", kv_heads,
-                     from.kv_head_count(), from.heads);
   const GroupedQueryGPT g = to_grouped_query_gpt(from, model->state_dict(), kv_heads, pool);
   const fs::path out_dir = fs::absolute(out).parent_path();
   fs::create_directories(out_dir);
