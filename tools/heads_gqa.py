@@ -24,6 +24,7 @@ tools/heads_study.py is the command line (`gqa`, then `report`).
 """
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 from collections import defaultdict
@@ -217,4 +218,58 @@ def markdown(res):
         cells = [(r["vs_control"].get(s) or {}).get("text", "-") for s in st]
         cells.append((r["vs_scratch"] or {}).get("text", "-"))
         L.append(f"| {r['variant']} | " + " | ".join(cells) + " |")
+    return "\n".join(L) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# What the KV cache costs against H and G (head_probe lm-cost)
+
+COST_LENGTHS = (64, 256, 1024)   # the grid's context, and longer ones where the cache dominates
+COST_REPEATS = 5
+
+
+def cost_path(out):
+    return Path(out) / "cost.json"
+
+
+def cmd_cost(args, grid: Grid, vocab):
+    """head_probe lm-cost at the grid's width and vocabulary: every H of the grid
+    with G = H, and the grid's G at its GQA H; one thread, as the runs train."""
+    m = grid.model
+    argv = [args.head_probe, "lm-cost", "--heads", ",".join(map(str, grid.heads)),
+            "--kv-heads", ",".join(map(str, grid.gqa_groups)), "--kv-at-heads", str(grid.gqa_heads),
+            "--lengths", ",".join(map(str, COST_LENGTHS)), "--d-model", str(m["d-model"]), "--d-ff", str(m["d-ff"]),
+            "--layers", str(m["layers"]), "--vocab", str(vocab), "--repeats", str(COST_REPEATS),
+            "--threads", str(grid.threads), "--out", str(cost_path(args.out))]
+    subprocess.run(argv, check=True)
+
+
+def cost_markdown(out):
+    path = cost_path(out)
+    if not path.exists():
+        return "## Decode cost\n\nNot measured yet (`heads_study.py cost`).\n"
+    c = json.loads(path.read_text())
+    lengths = sorted({r["t"] for r in c["cached"]})
+    off = [r for r in c["cached"] if r["kv_bytes_used"] != r["kv_bytes_formula"]]
+    formula = ("equal to 2·L·B·t·G·D·4 at every point" if not off else
+               f"differs from 2·L·B·t·G·D·4 at {len(off)} points: H {off[0]['heads']} G {off[0]['kv_heads']} t "
+               f"{off[0]['t']}: {off[0]['kv_bytes_used']} against {off[0]['kv_bytes_formula']}")
+    L = ["## Decode cost against H and G", "",
+         f"Greedy decoding with the KV cache, batch {c['batch']}, {c['threads']} thread, on {c['cpu']}: ms per token "
+         f"(median of {c['repeats']} decodes of t tokens, context t) and the cache's bytes at t "
+         f"(the cache's own count; {formula}), random weights at the grid's width "
+         f"(E {c['model']['d_model']}, {c['model']['layers']} blocks, vocabulary {c['model']['vocab']}).", "",
+         "| H | G | " + " | ".join(f"ms/token at t = {t}" for t in lengths) + " | " +
+         " | ".join(f"KV bytes at t = {t}" for t in lengths) + " |", "|---|---|" + "---|" * (2 * len(lengths))]
+    rows = {}
+    for r in c["cached"]:
+        rows.setdefault((r["heads"], r["kv_heads"]), {})[r["t"]] = r
+    for (H, G), by_t in sorted(rows.items(), key=lambda x: (x[0][0], -x[0][1])):
+        L.append(f"| {H} | {G} | " + " | ".join(f"{by_t[t]['ms_per_token']:.3f}" if t in by_t else "-"
+                                               for t in lengths) + " | " +
+                 " | ".join(f"{by_t[t]['kv_bytes_used']:,}" if t in by_t else "-" for t in lengths) + " |")
+    if c.get("uncached"):
+        L += ["", "Without the cache (each token runs the graph over its window again): " +
+              ", ".join(f"H {r['heads']} G {r['kv_heads']} at t = {r['t']}: {r['ms_per_token']:.3f} ms/token"
+                        for r in c["uncached"]) + "."]
     return "\n".join(L) + "\n"

@@ -317,6 +317,7 @@ def cmd_report(args):
         if grid.gqa_heads:   # heads_study.py gqa: conversion and uptraining
             res["gqa_conversion"] = heads_gqa.analyse_gqa(grid, args.out)
             md += "\n" + heads_gqa.markdown(res["gqa_conversion"])
+        md += "\n" + heads_gqa.cost_markdown(args.out)   # heads_study.py cost
     md_path, json_path = report_paths(grid, args.out)
     md_path.write_text(md)
     json_path.write_text(json.dumps(res, indent=1) + "\n")

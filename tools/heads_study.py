@@ -61,7 +61,8 @@ from heads_runs import (PART_HOURS, cmd_pilot, cmd_plan, cmd_run, eval_records, 
 # ---------------------------------------------------------------------------
 # quick: both pipelines on tiny grids (CI)
 
-LM_SECTIONS = ("## Pruning", "## Importance against ablation", "## Head roles", "## GQA conversion")
+LM_SECTIONS = ("## Pruning", "## Importance against ablation", "## Head roles", "## GQA conversion",
+               "## Decode cost against H and G")
 
 def quick_grid_run(args, grid, out):
     """One quick grid end to end in `out`: pilot, plan in 2 parts, an interrupted
@@ -71,7 +72,7 @@ def quick_grid_run(args, grid, out):
         raise SystemExit(f"heads_study quick: {out} holds another grid's runs; hint: another --out")
     for name in ("runs", "pilot", "gqa"):
         shutil.rmtree(out / name, ignore_errors=True)     # a fresh run every time, never stale logs
-    for path in ("grid.json", "plan.json", "pilot.json", *report_paths(grid, out)):
+    for path in ("grid.json", "plan.json", "pilot.json", "cost.json", *report_paths(grid, out)):
         (out / path).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     args.out = str(out)
@@ -97,6 +98,7 @@ def quick_grid_run(args, grid, out):
     else:
         cmd_probe(args)
         cmd_gqa(args)
+        cmd_cost(args)
     res = cmd_report(args)
     md = report_paths(grid, out)[0].read_text()
     ids = [r["id"] for r in runs_of(grid)]
@@ -204,6 +206,16 @@ def cmd_gqa(args):
     heads_gqa.cmd_gqa(args, grid)
 
 
+def cmd_cost(args):
+    import heads_gqa
+    grid = lm_grid_of(args, "cost")
+    probes = sorted(Path(args.out).glob("runs/*/probe.json"))
+    if not probes:
+        raise SystemExit("heads_study cost: times the grid's model at its vocabulary, read from a probe; hint: "
+                         "heads_study.py probe first")
+    heads_gqa.cmd_cost(args, grid, json.loads(probes[0].read_text())["config"]["vocab"])
+
+
 # ---------------------------------------------------------------------------
 # The command line
 
@@ -251,6 +263,8 @@ def main(argv=None):
     add_common(sub.add_parser("probe", help="head_probe lm on every complete run's last checkpoint (lm grids)"))
     add_common(sub.add_parser("gqa", help="the multi-head runs converted to GQA and uptrained, with controls "
                                           "(lm grids)"))
+    add_common(sub.add_parser("cost", help="decode ms/token and KV-cache bytes against H and G at the grid's "
+                                           "width (lm grids), <out>/cost.json"))
     add_common(sub.add_parser("report", help="<out>/<program>-heads.md and .json"))
     add_common(sub.add_parser("quick", help="both pipelines on tiny grids, in <out>/lm and <out>/translate (CI)"))
     args = ap.parse_args(argv)
@@ -262,7 +276,7 @@ def main(argv=None):
     if args.out is None:
         args.out = "/tmp/heads-quick" if args.cmd == "quick" else f"runs/heads-{args.grid}"
     {"plan": cmd_plan, "pilot": cmd_pilot, "run": cmd_run, "report": cmd_report, "quick": cmd_quick,
-     "probe": cmd_probe, "gqa": cmd_gqa}[args.cmd](args)
+     "probe": cmd_probe, "gqa": cmd_gqa, "cost": cmd_cost}[args.cmd](args)
     return 0
 
 
