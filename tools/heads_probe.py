@@ -18,6 +18,7 @@ tools/heads_study.py is the command line (`probe`, then `report`).
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -45,23 +46,52 @@ def probe_path(out, run_id):
     return Path(out) / "runs" / run_id / "probe.json"
 
 
+HELDOUT_LINE = re.compile(r"^held-out \((.*)\): loss (\S+)\s+perplexity (\S+)\s+bits/char (\S+) \((\d+) held-out tokens\)")
+
+
+def heldout_path(out, run_id):
+    return Path(out) / "runs" / run_id / "heldout.json"
+
+
+def read_heldout_line(text):
+    """lm eval's result line as a dict (None when absent)."""
+    for line in text.splitlines():
+        m = HELDOUT_LINE.match(line.strip())
+        if m:
+            return dict(text=m.group(1), loss=float(m.group(2)), perplexity=float(m.group(3)),
+                        bits_per_char=float(m.group(4)), tokens=int(m.group(5)))
+    return None
+
+
 def cmd_probe(args, grid: Grid):
-    """head_probe lm on each complete run whose probe.json is missing or older
-    than its checkpoint, `jobs` at once, one thread each."""
+    """For each complete run whose results are missing or older than its
+    checkpoint: head_probe lm (probe.json) and `lm eval` on every held-out window
+    (heldout.json: the final quality on the whole held-out text, where the
+    trainer's evaluations read its first eval_size windows), `jobs` at once, one
+    thread each."""
     todo = []
     for r in runs_of(grid):
         if run_status(grid, r, args.out) != "complete":
             continue
         ckpt = Path(args.out) / "runs" / r["id"] / "ckpt"
-        path = probe_path(args.out, r["id"])
         newest = max(p.stat().st_mtime for p in ckpt.glob("step-*.model.safetensors"))
-        if path.exists() and path.stat().st_mtime >= newest:
-            continue
-        argv = [args.head_probe, "lm", "--checkpoint", str(ckpt), "--threads", "1", "--out", str(path)]
-        todo.append((r["id"], argv, None, str(path.with_suffix(".txt"))))
+        path, held = probe_path(args.out, r["id"]), heldout_path(args.out, r["id"])
+        if not (path.exists() and path.stat().st_mtime >= newest):
+            argv = [args.head_probe, "lm", "--checkpoint", str(ckpt), "--threads", "1", "--out", str(path)]
+            todo.append((f"probe {r['id']}", argv, None, str(path.with_suffix(".txt"))))
+        if not (held.exists() and held.stat().st_mtime >= newest):
+            held.with_suffix(".txt").unlink(missing_ok=True)   # run_pool appends
+            argv = [args.lm, "eval", "--checkpoint", str(ckpt), "--threads", "1"]
+            todo.append((f"held-out {r['id']}", argv, None, str(held.with_suffix(".txt"))))
     for k, (name, wall, _) in enumerate(run_pool(todo, args.jobs), 1):
-        print(f"[{k}/{len(todo)}] probe {name}: {wall:.1f} s", flush=True)
-    print(f"probe: {len(todo)} checkpoints probed")
+        if name.startswith("held-out "):
+            held = heldout_path(args.out, name.split(" ", 1)[1])
+            result = read_heldout_line(held.with_suffix(".txt").read_text())
+            if result is None:
+                raise SystemExit(f"heads_study probe: no held-out line in {held.with_suffix('.txt')}")
+            held.write_text(json.dumps(result) + "\n")
+        print(f"[{k}/{len(todo)}] {name}: {wall:.1f} s", flush=True)
+    print(f"probe: {len(todo)} jobs")
 
 
 # ---------------------------------------------------------------------------
@@ -128,7 +158,8 @@ def analyse_probes(grid: Grid, out):
             for s in deltas:
                 auc[o][(H, s)] = float(np.mean(deltas[s][o][INTERIOR]))
         # The largest fraction each order removes at < 1% of the baseline loss, per run.
-        row["prunable"] = {o: _interval([_prunable(fractions, deltas[s][o], runs[s]["baseline_loss"], row["heads"])
+        row["prunable"] = {o: _interval([_prunable(fractions, deltas[s][o], runs[s]["baseline_loss"], row["heads"],
+                                                   runs[s]["pruning"].get("removed"))
                                          for s in sorted(runs)]) for o in ORDERS}
         row["rho_ablation"] = {}
         for key in ("importance", "importance_normalized"):
@@ -169,12 +200,12 @@ def removed_counts(fractions, heads):
     return [int(np.floor(f * heads + 0.5)) for f in fractions]
 
 
-def _prunable(fractions, delta, baseline, heads):
+def _prunable(fractions, delta, baseline, heads, removed=None):
     """The largest share of heads removed before the first fraction whose loss
     increase reaches 1% of the baseline (curves need not be monotone, so a later
     dip is not counted)."""
     best = 0
-    for k, d in zip(removed_counts(fractions, heads), delta):
+    for k, d in zip(removed or removed_counts(fractions, heads), delta):
         if d >= 0.01 * baseline:
             break
         best = k

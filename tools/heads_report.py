@@ -168,6 +168,16 @@ def analyse(grid: Grid, out):
     res["paired"] = _paired(groups, ref, lambda r: r["final"], 3)
     trend_runs = [r for k in hgrid for r in groups[k].values()]
     res["trend"] = _trend(trend_runs, lambda r: r["final"])
+    # lm: the final model on every held-out window (heads_study.py probe runs lm eval), when every run has it.
+    for r in done:
+        path = Path(out) / "runs" / r["id"] / "heldout.json"
+        r["heldout"] = json.loads(path.read_text()) if path.exists() else None
+    res["final_heldout"] = None
+    if done and all(r["heldout"] for r in done):
+        value = lambda r: r["heldout"]["loss"]   # noqa: E731
+        res["final_heldout"] = dict(tokens=sorted({r["heldout"]["tokens"] for r in done}),
+                                    per_config=_per_config(groups, value, 4),
+                                    paired=_paired(groups, ref, value, 4), trend=_trend(trend_runs, value))
 
     conv = []
     for r in done:
@@ -281,6 +291,15 @@ def markdown(res):
     L += (_paired_md(res["paired"], ref, "final held-out loss", g["control_heads"]) if ref
           else ["no H-grid configuration is complete"])
     L += ["", "## Trend across H", "", _trend_md(res["trend"], "final held-out loss")]
+    fh = res.get("final_heldout")
+    if fh:
+        L += ["", "## Final loss on the whole held-out text", "",
+              f"The last checkpoint on every held-out window ({', '.join(map(str, fh['tokens']))} tokens; the "
+              f"evaluations above read the first {g['eval_size']}), `lm eval`.", "",
+              "| H | G | causal | held-out loss, mean [95% t-interval] (n seeds) |", "|---|---|---|---|"]
+        L += [f"| {r['H']} | {r['G']} | {'yes' if r['causal'] else 'no'} | {r['text']} |" for r in fh["per_config"]]
+        L += [""] + _paired_md(fh["paired"], ref, "held-out loss on every window", g["control_heads"])
+        L += ["", _trend_md(fh["trend"], "held-out loss on every window")]
     L += ["", "## Convergence", "", f"Rule: {res['rule']}.", "",
           "| run | converged | slope per 1k steps (± se) | relative slope per 1k | final loss |", "|---|---|---|---|---|"]
     for c in res["convergence"]:

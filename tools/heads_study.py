@@ -61,7 +61,7 @@ from heads_runs import (PART_HOURS, cmd_pilot, cmd_plan, cmd_run, eval_records, 
 # ---------------------------------------------------------------------------
 # quick: both pipelines on tiny grids (CI)
 
-LM_SECTIONS = ("## Pruning", "## Importance against ablation", "## Head roles", "## GQA conversion",
+LM_SECTIONS = ("## Final loss on the whole held-out text", "## Pruning", "## Importance against ablation", "## Head roles", "## GQA conversion",
                "## Decode cost against H and G")
 
 def quick_grid_run(args, grid, out):
