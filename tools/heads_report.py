@@ -88,9 +88,12 @@ def _trend(trend_runs, value):
     return dict(rho=t.rho, p=t.p, n=t.n, exact=t.exact, strata=t.strata)
 
 
-def _time_to(trend_runs, grid, metric, higher_is_better, what):
+def _time_to(trend_runs, grid, metric, higher_is_better, what, pilot=None):
     """Steps and train seconds to the level every H-grid run reaches: the worst
-    final value of `metric` (an eval record's key) made `margin` worse."""
+    final value of `metric` (an eval record's key) made `margin` worse. With a
+    pilot, also the steps at the pilot's seconds per step of the run's (H, G):
+    train_s is what the run measured on a machine other work may have shared,
+    the pilot times every configuration under the same conditions."""
     finals = [r["evals"][-1][metric] for r in trend_runs]
     if higher_is_better:
         target = min(finals) * (1 - grid.margin)
@@ -105,7 +108,9 @@ def _time_to(trend_runs, grid, metric, higher_is_better, what):
         ev = r["evals"]
         t = hs.time_to_target([e["step"] for e in ev], [e["train_s"] for e in ev], [e[metric] for e in ev],
                               target, higher_is_better=higher_is_better)
-        per_h[r["H"]].append(dict(id=r["id"], reached=t.reached, step=t.step, seconds=t.seconds))
+        row = (pilot or {}).get("configs", {}).get(f"H{r['H']}-G{r['G']}")
+        per_h[r["H"]].append(dict(id=r["id"], reached=t.reached, step=t.step, seconds=t.seconds,
+                                  pilot_seconds=t.step * row["s_per_step"] if t.reached and row else None))
     rows = []
     for H in sorted(per_h):
         got = [x for x in per_h[H] if x["reached"]]
@@ -113,9 +118,12 @@ def _time_to(trend_runs, grid, metric, higher_is_better, what):
         if got:
             row["steps"] = _ci([x["step"] for x in got], 0)
             row["seconds"] = _ci([x["seconds"] for x in got], 2)
+            if all(x["pilot_seconds"] is not None for x in got):
+                row["pilot_seconds"] = _ci([x["pilot_seconds"] for x in got], 2)
         rows.append(row)
     return dict(metric=metric, what=what, level=target, margin=grid.margin, threads=grid.threads,
-                per_run=dict(per_h), per_H=rows, how=how)
+                per_run=dict(per_h), per_H=rows, how=how,
+                pilot=None if not pilot else f"{pilot['cpu']}, {pilot['date']}, {pilot['jobs']} runs at once")
 
 
 def _data_check(done, out):
@@ -189,7 +197,8 @@ def analyse(grid: Grid, out):
                          slope_se_per_1k=c.slope_se_per_1k, final=c.final_loss, rule=c.rule))
     res["convergence"] = conv
     res["rule"] = conv[0]["rule"] if conv else None
-    res["target"] = _time_to(trend_runs, grid, "loss", False, "held-out loss") if trend_runs else None
+    pilot = json.loads((Path(out) / "pilot.json").read_text()) if (Path(out) / "pilot.json").exists() else None
+    res["target"] = _time_to(trend_runs, grid, "loss", False, "held-out loss", pilot) if trend_runs else None
 
     res["test"] = None
     if grid.program == "translate":
@@ -203,7 +212,7 @@ def analyse(grid: Grid, out):
         res["test"] = test
         # Valid BLEU is in every eval record (greedy, the first eval_size valid sentences), so
         # time to a BLEU target is measured as time to a loss target is.
-        res["target_bleu"] = (_time_to(trend_runs, grid, "bleu", True, "valid BLEU (greedy)")
+        res["target_bleu"] = (_time_to(trend_runs, grid, "bleu", True, "valid BLEU (greedy)", pilot)
                               if trend_runs and all("bleu" in e for r in trend_runs for e in r["evals"]) else None)
         res["data"] = _data_check(done, out)
     return res
@@ -236,10 +245,14 @@ def _target_md(tg):
     if tg is None:
         return ["no H-grid runs"]
     L = [f"Target {tg['what']}: {tg['how']}. Steps and train seconds (training steps only, "
-         f"{tg['threads']} thread) at the first evaluation reaching it, interpolated between evaluations.", "",
-         "| H | reached (of n) | steps, mean [95% t] (n) | train seconds, mean [95% t] (n) |", "|---|---|---|---|"]
+         f"{tg['threads']} thread, as each run measured them) at the first evaluation reaching it, interpolated "
+         "between evaluations; and the steps at the pilot's seconds per step of the run's configuration "
+         f"({tg.get('pilot') or 'no pilot'}: every configuration timed under the same conditions).", "",
+         "| H | reached (of n) | steps, mean [95% t] (n) | train seconds, mean [95% t] (n) | "
+         "seconds at the pilot's step time |", "|---|---|---|---|---|"]
     for r in tg["per_H"]:
-        L.append(f"| {r['H']} | {r['reached']} of {r['n']} | {r.get('steps', '-')} | {r.get('seconds', '-')} |")
+        L.append(f"| {r['H']} | {r['reached']} of {r['n']} | {r.get('steps', '-')} | {r.get('seconds', '-')} | "
+                 f"{r.get('pilot_seconds', '-')} |")
     return L
 
 
