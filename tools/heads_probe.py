@@ -32,13 +32,22 @@ from heads_runs import run_pool, run_status
 ORDERS = ("importance", "importance_normalized", "ablation", "random")
 ORDER_NAMES = {"importance": "raw importance", "importance_normalized": "normalised importance",
                "ablation": "single-head ablation", "random": "random (mean of the run's orders)"}
-# Role scores of one head (columns of the recurrence matrices). induction is
-# the excess over the head's own chance level (uniform attention over the keys
-# it sees), so a head that spreads evenly scores 0 there, not its chance mass.
-ROLES = ("previous_token", "self", "first_position", "induction")
-# A head "has" a role when its score there is at least this (half its
-# attention on one kind of key); below it on every role the head is "mixed".
-ROLE_LEVEL = 0.5
+# A head's role scores (the columns of the recurrence matrices), each higher
+# when the head does more of it: its mass on the previous token, on itself, on
+# the window's first position; induction mass above its own chance level
+# (uniform attention over the keys it sees), so an even spread scores 0; focus
+# (the mean largest weight of a row) and breadth (entropy over its causal
+# ceiling, log of the keys seen).
+ROLES = ("previous_token", "self", "first_position", "induction", "focus", "breadth")
+# A head's label: the first role (in this order) whose score reaches its level.
+# Half the attention on one kind of key names the head; induction at 0.3 above
+# chance (the text's repeats are few); "focused" is a head that puts half its
+# mass on one key that is none of the kinds above; "broad" spreads to 70% of the
+# uniform entropy; "mixed" does none of these.
+ROLE_LEVELS = (("previous_token", 0.5), ("self", 0.5), ("first_position", 0.5), ("induction", 0.3),
+               ("focus", 0.5), ("breadth", 0.7))
+LABELS = {"previous_token": "previous token", "self": "self", "first_position": "first position",
+          "induction": "induction", "focus": "focused elsewhere", "breadth": "broad"}
 INTERIOR = slice(1, -1)   # the fractions strictly between none and all heads removed
 
 
@@ -111,18 +120,25 @@ def pruning_deltas(probe):
     return {k: np.mean(v, axis=0) for k, v in curves.items()}
 
 
+def role_scores(h):
+    """One head's scores, in ROLES order."""
+    breadth = h["entropy"] / h["uniform_entropy"] if h["uniform_entropy"] > 0 else 0.0
+    return [h["previous_token"], h["self"], h["first_position"], h["induction"] - h["induction_chance"],
+            h["max_weight"], breadth]
+
+
 def role_matrix(probe):
     """[heads, roles] scores in layer-major head order, and each head's layer."""
-    rows, layers = [], []
-    for h in sorted(probe["heads"], key=lambda h: (h["layer"], h["head"])):
-        rows.append([h["induction"] - h["induction_chance"] if r == "induction" else h[r] for r in ROLES])
-        layers.append(h["layer"])
-    return np.asarray(rows), np.asarray(layers)
+    heads = sorted(probe["heads"], key=lambda h: (h["layer"], h["head"]))
+    return np.asarray([role_scores(h) for h in heads]), np.asarray([h["layer"] for h in heads])
 
 
 def role_of(scores):
-    best = int(np.argmax(scores))
-    return ROLES[best] if scores[best] >= ROLE_LEVEL else "mixed"
+    """The head's label: the first role of ROLE_LEVELS its score reaches, else "mixed"."""
+    for role, level in ROLE_LEVELS:
+        if scores[ROLES.index(role)] >= level:
+            return role
+    return "mixed"
 
 
 def _rho(a, b):
@@ -146,7 +162,7 @@ def analyse_probes(grid: Grid, out):
     if not probes:
         return None
     fractions = next(iter(next(iter(probes.values())).values()))["pruning"]["fractions"]
-    res = dict(fractions=fractions, missing=missing, role_level=ROLE_LEVEL, roles=list(ROLES), per_H=[])
+    res = dict(fractions=fractions, missing=missing, role_levels=dict(ROLE_LEVELS), roles=list(ROLES), per_H=[])
     auc = defaultdict(dict)   # order -> (H, seed) -> mean delta over the interior fractions
     for H in sorted(probes):
         runs = probes[H]
@@ -173,25 +189,28 @@ def analyse_probes(grid: Grid, out):
             labels = [role_of(x) for x in m]
             for role in (*ROLES, "mixed"):
                 counts[role].append(labels.count(role))
-        row["roles"] = {role: _interval(c) for role, c in counts.items()}
-        # Recurrence over the roles every seed has a head for (a role no head
-        # holds has no "best head" to recur).
-        held = [j for j in range(len(ROLES)) if all(m[:, j].max() >= ROLE_LEVEL for m, _ in mats.values())]
+        row["roles"] = {role: _interval(c, 1) for role, c in counts.items()}
+        # Recurrence over the roles every seed has a head labelled with (a role
+        # no head holds has no "best head" to recur).
+        held = [j for j, role in enumerate(ROLES)
+                if all(any(role_of(x) == role for x in m) for m, _ in mats.values())]
         if H > 1 and len(mats) >= 2 and held:
             groups = next(iter(mats.values()))[1]
             rec = hs.recurrence_baseline({s: m[:, held] for s, (m, _) in mats.items()}, groups=groups,
                                          permutations=2000)
             row["recurrence"] = dict(observed=rec.observed, roles=rec.roles, held=[ROLES[j] for j in held],
                                      random_mean=rec.random_mean, random_p=rec.random_p,
-                                     shuffle_mean=rec.shuffle_mean, shuffle_p=rec.shuffle_p, seeds=len(mats))
+                                     # One role has no other to shuffle with: that null is void.
+                                     shuffle_mean=rec.shuffle_mean if len(held) > 1 else None,
+                                     shuffle_p=rec.shuffle_p if len(held) > 1 else None, seeds=len(mats))
         res["per_H"].append(row)
     res["orders"] = _compare_orders(auc)
     return res
 
 
-def _interval(values):
+def _interval(values, digits=3):
     ci = hs.t_interval(values)
-    return dict(mean=ci.mean, lo=ci.lo, hi=ci.hi, n=ci.n, text=hs.fmt_ci(ci, digits=3))
+    return dict(mean=ci.mean, lo=ci.lo, hi=ci.hi, n=ci.n, text=hs.fmt_ci(ci, digits=digits))
 
 
 def removed_counts(fractions, heads):
@@ -262,20 +281,28 @@ def markdown(res):
     for row in res["per_H"]:
         r = row["rho_ablation"]
         lines.append(f"| {row['H']} | {_t(r['importance'])} | {_t(r['importance_normalized'])} |")
+    levels = ", ".join(f"{LABELS[r]} {v:g}" for r, v in ROLE_LEVELS)
     lines += ["", "## Head roles", "",
-              f"A head's role is the one it scores highest on, when that score is at least {ROLE_LEVEL:g} "
-              "(mass on the previous token, on itself, on the window's first position, or induction mass above "
-              "its uniform-attention chance); otherwise mixed. Heads per model, mean over seeds. Recurrence: roles "
-              "whose best head is matched across every seed (heads matched within layers by role scores), against "
-              "random matching and shuffled roles, over the roles every seed has a head for.", "",
-              "| H | heads | " + " | ".join(ROLES) + " | mixed | roles recurring (chance: random / shuffled, p) |",
-              "|" + "---|" * (len(ROLES) + 4)]
+              "Each head's scores on the held-out windows: mass on the previous token, on itself, on the window's "
+              "first position, induction mass above its uniform-attention chance, focus (mean largest weight), "
+              "breadth (entropy over its causal ceiling). A head is labelled by the first of these that reaches its "
+              f"level ({levels}), else mixed. Heads per model, mean [95% t] over seeds. Recurrence: the roles "
+              "every seed has a head for, whose best head is matched across every seed (heads matched within "
+              "layers by their score rows), against random matching and shuffled roles.", "",
+              "| H | heads | " + " | ".join(LABELS[r] for r in ROLES) + " | mixed | roles recurring (chance: "
+              "random / shuffled, p) |", "|" + "---|" * (len(ROLES) + 4)]
     for row in res["per_H"]:
         cells = " | ".join(row["roles"][r]["text"] for r in (*ROLES, "mixed"))
         rec = row.get("recurrence")
-        rtext = (f"{rec['observed']} of {rec['roles']} ({', '.join(rec['held'])}) over {rec['seeds']} seeds "
-                 f"({rec['random_mean']:.2f} / "
-                 f"{rec['shuffle_mean']:.2f}, p {rec['shuffle_p']:.3g})" if rec else "n/a")
+        if rec and rec["shuffle_p"] is not None:
+            rtext = (f"{rec['observed']} of {rec['roles']} ({', '.join(LABELS[r] for r in rec['held'])}) over "
+                     f"{rec['seeds']} seeds ({rec['random_mean']:.2f} / {rec['shuffle_mean']:.2f}, "
+                     f"p {rec['shuffle_p']:.3g})")
+        elif rec:
+            rtext = (f"{rec['observed']} of 1 ({LABELS[rec['held'][0]]}) over {rec['seeds']} seeds (random "
+                     f"matching {rec['random_mean']:.2f}; one role: nothing to shuffle)")
+        else:
+            rtext = "n/a"
         lines.append(f"| {row['H']} | {row['heads']} | {cells} | {rtext} |")
     if res["missing"]:
         lines += ["", f"Runs without a probe: {', '.join(res['missing'])}."]

@@ -27,21 +27,25 @@ import heads_probe as hp  # noqa: E402
 FRACTIONS = [i / 10 for i in range(11)]
 
 
-def fake_probe(H, layers, seed, roles, ablation_first=False, base=2.0):
-    """A probe of a model with layers x H heads. roles[i]: the role index of
-    head i (layer-major) or None for a mixed head. Pruning losses: raw importance
-    removes harmless heads first (loss grows late); random grows linearly;
-    normalised and ablation as raw plus `penalty`."""
+def fake_probe(H, layers, seed, roles, base=2.0):
+    """A probe of a model with layers x H heads. roles[i]: the role (a ROLES name)
+    head i (layer-major) does, or None for a mixed head. Pruning losses: raw
+    importance removes harmless heads first (loss grows late); random grows
+    linearly; normalised importance and ablation in between."""
     N = layers * H
     heads = []
     for i in range(N):
-        score = dict(previous_token=0.1, self=0.1, first_position=0.1, induction=0.05, induction_chance=0.05)
-        if roles[i] is not None:
-            r = hp.ROLES[roles[i]]
-            if r == "induction":
-                score["induction"] = 0.05 + 0.7
-            else:
-                score[r] = 0.8
+        score = dict(previous_token=0.1, self=0.1, first_position=0.1, induction=0.05, induction_chance=0.05,
+                     max_weight=0.3, entropy=0.5, uniform_entropy=1.0)
+        r = roles[i]
+        if r == "induction":
+            score["induction"] = 0.05 + 0.7
+        elif r == "focus":
+            score["max_weight"] = 0.9
+        elif r == "breadth":
+            score["entropy"] = 0.9
+        elif r is not None:
+            score[r] = 0.8
         heads.append(dict(layer=i // H, head=i % H, importance=float(i + 1), importance_normalized=float(N - i),
                           ablation_delta=float(i + 1) * 0.01, **score))
     ks = hp.removed_counts(FRACTIONS, N)
@@ -49,15 +53,14 @@ def fake_probe(H, layers, seed, roles, ablation_first=False, base=2.0):
     linear = [base + 0.5 * k / N for k in ks]
     worse = [base + 0.5 * (k / N) ** 2 for k in ks]
     orders = [dict(name="importance", loss=late), dict(name="importance_normalized", loss=worse),
-              dict(name="ablation", loss=late if ablation_first else worse),
-              dict(name="random-1", loss=linear), dict(name="random-2", loss=linear)]
+              dict(name="ablation", loss=worse), dict(name="random-1", loss=linear), dict(name="random-2", loss=linear)]
     return dict(checkpoint=f"H{H}-s{seed}", baseline_loss=base, heads=heads,
-                pruning=dict(fractions=FRACTIONS, heads=N, orders=orders))
+                pruning=dict(fractions=FRACTIONS, heads=N, removed=ks, orders=orders))
 
 
 class Reading(unittest.TestCase):
     def test_deltas_subtract_the_baseline_and_average_random_orders(self):
-        p = fake_probe(2, 2, 1, [0, 1, None, 3])
+        p = fake_probe(2, 2, 1, ["previous_token", "self", None, "induction"])
         p["pruning"]["orders"][4]["loss"] = [x + 0.2 for x in p["pruning"]["orders"][4]["loss"]]
         d = hp.pruning_deltas(p)
         self.assertEqual(d["importance"][0], 0.0)
@@ -77,16 +80,26 @@ class Reading(unittest.TestCase):
         self.assertAlmostEqual(hp._prunable(fr, delta, base, 10), 0.4)
         self.assertEqual(hp._prunable(fr, [0.05] * 6, base, 10), 0.0)
 
-    def test_a_head_has_the_role_it_scores_highest_on_above_the_level(self):
-        self.assertEqual(hp.role_of(np.array([0.6, 0.2, 0.1, 0.0])), "previous_token")
-        self.assertEqual(hp.role_of(np.array([0.1, 0.2, 0.1, 0.55])), "induction")
-        self.assertEqual(hp.role_of(np.array([0.4, 0.3, 0.2, 0.1])), "mixed")
+    def test_a_head_is_labelled_by_the_first_role_reaching_its_level(self):
+        def label(**kw):
+            h = dict(previous_token=0.1, self=0.1, first_position=0.1, induction=0.05, induction_chance=0.05,
+                     max_weight=0.3, entropy=0.5, uniform_entropy=1.0)
+            h.update(kw)
+            return hp.role_of(hp.role_scores(h))
+        self.assertEqual(label(previous_token=0.6, max_weight=0.6), "previous_token")   # before "focus"
+        self.assertEqual(label(induction=0.4), "induction")          # 0.35 above its chance of 0.05
+        self.assertEqual(label(induction=0.3), "mixed")              # 0.25 above chance: under the level
+        self.assertEqual(label(max_weight=0.9), "focus")
+        self.assertEqual(label(entropy=0.8), "breadth")
+        self.assertEqual(label(entropy=0.8, uniform_entropy=0.0), "mixed")   # one key seen: no breadth
+        self.assertEqual(label(), "mixed")
 
     def test_the_role_matrix_scores_induction_above_its_chance(self):
-        m, layers = hp.role_matrix(fake_probe(2, 2, 1, [3, None, 0, 1]))
+        m, layers = hp.role_matrix(fake_probe(2, 2, 1, ["induction", None, "previous_token", "self"]))
         self.assertEqual(m.shape, (4, len(hp.ROLES)))
         self.assertAlmostEqual(m[0, hp.ROLES.index("induction")], 0.7)
         self.assertAlmostEqual(m[1, hp.ROLES.index("induction")], 0.0)
+        self.assertAlmostEqual(m[1, hp.ROLES.index("breadth")], 0.5)
         self.assertEqual(layers.tolist(), [0, 0, 1, 1])
 
 
@@ -102,7 +115,7 @@ class Analysis(unittest.TestCase):
             d.mkdir(parents=True)
             # Every seed: layer 0's head 0 previous-token, layer 1's head 0 induction; the rest mixed.
             H = r["H"]
-            roles = [0] + [None] * (H - 1) + [3] + [None] * (H - 1)
+            roles = ["previous_token"] + [None] * (H - 1) + ["induction"] + [None] * (H - 1)
             (d / "probe.json").write_text(json.dumps(fake_probe(H, 2, r["seed"], roles)))
 
     def tearDown(self):
