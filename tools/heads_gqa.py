@@ -224,42 +224,55 @@ def markdown(res):
 # ---------------------------------------------------------------------------
 # What the KV cache costs against H and G (head_probe lm-cost)
 
-COST_LENGTHS = (64, 256, 1024)   # the grid's context, and longer ones where the cache dominates
-COST_REPEATS = 5
+# Two regimes: one sequence (the cache is small, the step is compute-bound:
+# 2 blocks at E 128 keep 64 KB per head-width of cache at t = 1024), and a
+# batch of 32 sequences at t = 1024 (tens of MB of cache, past the caches of
+# the CPU: the memory-bound regime GQA's papers target).
+COST_SETTINGS = (dict(name="one sequence", batch=1, lengths=(64, 256, 1024), repeats=5),
+                 # lm-cost times the uncached path at the shortest length, so 16 keeps it cheap at B = 32
+                 dict(name="a batch of 32", batch=32, lengths=(16, 1024), repeats=3))
 
 
-def cost_path(out):
-    return Path(out) / "cost.json"
+def cost_path(out, setting=COST_SETTINGS[0]):
+    return Path(out) / ("cost.json" if setting["batch"] == 1 else f"cost-b{setting['batch']}.json")
 
 
 def cmd_cost(args, grid: Grid, vocab):
-    """head_probe lm-cost at the grid's width and vocabulary: every H of the grid
-    with G = H, and the grid's G at its GQA H; one thread, as the runs train."""
+    """head_probe lm-cost at the grid's width and vocabulary, in each of
+    COST_SETTINGS: every H of the grid with G = H, and the grid's G at its GQA H;
+    one thread, as the runs train."""
     m = grid.model
-    argv = [args.head_probe, "lm-cost", "--heads", ",".join(map(str, grid.heads)),
-            "--kv-heads", ",".join(map(str, grid.gqa_groups)), "--kv-at-heads", str(grid.gqa_heads),
-            "--lengths", ",".join(map(str, COST_LENGTHS)), "--d-model", str(m["d-model"]), "--d-ff", str(m["d-ff"]),
-            "--layers", str(m["layers"]), "--vocab", str(vocab), "--repeats", str(COST_REPEATS),
-            "--threads", str(grid.threads), "--out", str(cost_path(args.out))]
-    subprocess.run(argv, check=True)
+    for st in COST_SETTINGS:
+        argv = [args.head_probe, "lm-cost", "--heads", ",".join(map(str, grid.heads)),
+                "--kv-heads", ",".join(map(str, grid.gqa_groups)), "--kv-at-heads", str(grid.gqa_heads),
+                "--lengths", ",".join(map(str, st["lengths"])), "--batch", str(st["batch"]),
+                "--d-model", str(m["d-model"]), "--d-ff", str(m["d-ff"]), "--layers", str(m["layers"]),
+                "--vocab", str(vocab), "--repeats", str(st["repeats"]), "--threads", str(grid.threads),
+                "--out", str(cost_path(args.out, st))]
+        subprocess.run(argv, check=True)
 
 
 def cost_markdown(out):
-    path = cost_path(out)
-    if not path.exists():
-        return "## Decode cost\n\nNot measured yet (`heads_study.py cost`).\n"
-    c = json.loads(path.read_text())
+    L = ["## Decode cost against H and G", ""]
+    for st in COST_SETTINGS:
+        path = cost_path(out, st)
+        L += [f"### {st['name'].capitalize()}", ""]
+        L += _cost_table(json.loads(path.read_text())) if path.exists() else ["Not measured yet (`heads_study.py cost`)."]
+        L.append("")
+    return "\n".join(L)
+
+
+def _cost_table(c):
     lengths = sorted({r["t"] for r in c["cached"]})
     off = [r for r in c["cached"] if r["kv_bytes_used"] != r["kv_bytes_formula"]]
     formula = ("equal to 2·L·B·t·G·D·4 at every point" if not off else
                f"differs from 2·L·B·t·G·D·4 at {len(off)} points: H {off[0]['heads']} G {off[0]['kv_heads']} t "
                f"{off[0]['t']}: {off[0]['kv_bytes_used']} against {off[0]['kv_bytes_formula']}")
-    L = ["## Decode cost against H and G", "",
-         f"Greedy decoding with the KV cache, batch {c['batch']}, {c['threads']} thread, on {c['cpu']}: ms per token "
-         f"(median of {c['repeats']} decodes of t tokens, context t) and the cache's bytes at t "
+    L = [f"Greedy decoding with the KV cache, batch {c['batch']}, {c['threads']} thread, on {c['cpu']}: ms per step "
+         f"of the batch (median of {c['repeats']} decodes of t tokens, context t) and the cache's bytes at t "
          f"(the cache's own count; {formula}), random weights at the grid's width "
          f"(E {c['model']['d_model']}, {c['model']['layers']} blocks, vocabulary {c['model']['vocab']}).", "",
-         "| H | G | " + " | ".join(f"ms/token at t = {t}" for t in lengths) + " | " +
+         "| H | G | " + " | ".join(f"ms per step at t = {t}" for t in lengths) + " | " +
          " | ".join(f"KV bytes at t = {t}" for t in lengths) + " |", "|---|---|" + "---|" * (2 * len(lengths))]
     rows = {}
     for r in c["cached"]:
@@ -272,4 +285,4 @@ def cost_markdown(out):
         L += ["", "Without the cache (each token runs the graph over its window again): " +
               ", ".join(f"H {r['heads']} G {r['kv_heads']} at t = {r['t']}: {r['ms_per_token']:.3f} ms/token"
                         for r in c["uncached"]) + "."]
-    return "\n".join(L) + "\n"
+    return L

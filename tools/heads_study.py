@@ -72,7 +72,7 @@ def quick_grid_run(args, grid, out):
         raise SystemExit(f"heads_study quick: {out} holds another grid's runs; hint: another --out")
     for name in ("runs", "pilot", "gqa"):
         shutil.rmtree(out / name, ignore_errors=True)     # a fresh run every time, never stale logs
-    for path in ("grid.json", "plan.json", "pilot.json", "cost.json", *report_paths(grid, out)):
+    for path in ("grid.json", "plan.json", "pilot.json", "cost.json", "cost-b32.json", *report_paths(grid, out)):
         (out / path).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     args.out = str(out)
