@@ -268,21 +268,23 @@ def _cost_table(c):
     formula = ("equal to 2·L·B·t·G·D·4 at every point" if not off else
                f"differs from 2·L·B·t·G·D·4 at {len(off)} points: H {off[0]['heads']} G {off[0]['kv_heads']} t "
                f"{off[0]['t']}: {off[0]['kv_bytes_used']} against {off[0]['kv_bytes_formula']}")
-    L = [f"Greedy decoding with the KV cache, batch {c['batch']}, {c['threads']} thread, on {c['cpu']}: ms per step "
-         f"of the batch (median of {c['repeats']} decodes of t tokens, context t) and the cache's bytes at t "
+    L = [f"Greedy decoding with the KV cache, batch {c['batch']}, {c['threads']} thread, on {c['cpu']}: CPU ms per "
+         f"step of the batch (the process's CPU time, which other work on the machine disturbs less than the wall "
+         f"clock; with one thread on a quiet machine the two agree; median of {c['repeats']} decodes of t tokens, "
+         f"context t) and the cache's bytes at t "
          f"(the cache's own count; {formula}), random weights at the grid's width "
          f"(E {c['model']['d_model']}, {c['model']['layers']} blocks, vocabulary {c['model']['vocab']}).", "",
-         "| H | G | " + " | ".join(f"ms per step at t = {t}" for t in lengths) + " | " +
+         "| H | G | " + " | ".join(f"CPU ms per step at t = {t}" for t in lengths) + " | " +
          " | ".join(f"KV bytes at t = {t}" for t in lengths) + " |", "|---|---|" + "---|" * (2 * len(lengths))]
     rows = {}
     for r in c["cached"]:
         rows.setdefault((r["heads"], r["kv_heads"]), {})[r["t"]] = r
     for (H, G), by_t in sorted(rows.items(), key=lambda x: (x[0][0], -x[0][1])):
-        L.append(f"| {H} | {G} | " + " | ".join(f"{by_t[t]['ms_per_token']:.3f}" if t in by_t else "-"
+        L.append(f"| {H} | {G} | " + " | ".join(f"{by_t[t]['cpu_ms_per_token']:.3f}" if t in by_t else "-"
                                                for t in lengths) + " | " +
                  " | ".join(f"{by_t[t]['kv_bytes_used']:,}" if t in by_t else "-" for t in lengths) + " |")
     if c.get("uncached"):
         L += ["", "Without the cache (each token runs the graph over its window again): " +
-              ", ".join(f"H {r['heads']} G {r['kv_heads']} at t = {r['t']}: {r['ms_per_token']:.3f} ms/token"
+              ", ".join(f"H {r['heads']} G {r['kv_heads']} at t = {r['t']}: {r['cpu_ms_per_token']:.3f} CPU ms"
                         for r in c["uncached"]) + "."]
     return L
