@@ -69,6 +69,12 @@ def training_lr(grid: Grid):
     return float(grid.model.get("lr", TRAINING_LR))
 
 
+def gqa_root(grid: Grid, out):
+    """out/gqa/from-<steps>: the uptrainings of the multi-head models at the grid's
+    budget (a grid extended later converts its longer-trained models afresh)."""
+    return Path(out) / "gqa" / f"from-{grid.steps}"
+
+
 def source_dir(grid: Grid, out, seed):
     return Path(out) / "runs" / run_id(grid.gqa_heads, grid.gqa_heads, True, seed)
 
@@ -92,8 +98,8 @@ def uptrain_args(grid: Grid, G, scale, seed, init, d):
 
 def cmd_gqa(args, grid: Grid):
     """Convert, score and uptrain every seed whose multi-head run is complete
-    (out/gqa/<seed>-<variant>/); finished uptrainings are skipped, partial ones resume."""
-    root = Path(args.out) / "gqa"
+    (gqa_root/s<seed>-<variant>/); finished uptrainings are skipped, partial ones resume."""
+    root = gqa_root(grid, args.out)
     todo = []
     for seed in grid.seeds:
         src = source_dir(grid, args.out, seed)
@@ -107,9 +113,11 @@ def cmd_gqa(args, grid: Grid):
             if pool is not None:
                 conv = d / "converted" / "converted.model.safetensors"
                 if not conv.exists():
-                    subprocess.run([args.head_probe, "lm-convert-gqa", "--checkpoint", str(src / "ckpt"),
-                                    "--kv-heads", str(G), "--pool", pool, "--to", str(conv)], check=True,
-                                   stdout=subprocess.DEVNULL)
+                    p = subprocess.run([args.head_probe, "lm-convert-gqa", "--checkpoint", str(src / "ckpt"),
+                                        "--kv-heads", str(G), "--pool", pool, "--to", str(conv)],
+                                       capture_output=True, text=True)
+                    if p.returncode != 0:
+                        raise SystemExit(f"heads_study gqa: converting {src.name} failed: {p.stderr.strip()}")
                 init = conv
             if status(read_log(d / "log.jsonl"), uptrain_steps(grid)) == "complete":
                 continue
@@ -133,7 +141,7 @@ def loss_at(evals, step):
 def analyse_gqa(grid: Grid, out):
     """Per variant and budget the held-out loss over seeds, and the paired
     differences the claims rest on. None before any uptraining finished."""
-    root = Path(out) / "gqa"
+    root = gqa_root(grid, out)
     if not root.exists():
         return None
     steps = budget_steps(grid)
