@@ -7,6 +7,8 @@
 //       decode ms/token with and without the KV cache, and the cache's bytes, against H and G
 //   head_probe lm-convert-gqa --checkpoint DIR --kv-heads G [--pool mean|first] --to OUT.model.safetensors
 //       an lm checkpoint converted to grouped-query attention, for lm train --init-from OUT --kv-heads G
+//   head_probe translate --checkpoint DIR --out FILE.json [--split valid|test] [--sentences N] [--threads T]
+//       the same per attention type (encoder self, decoder self, decoder cross) of a translate checkpoint
 //   head_probe SUBCOMMAND --help   the subcommand's flags
 //
 // Each subcommand is a function of its own file (int f(int argc, char** argv),
@@ -21,6 +23,7 @@
 #include "examples/head_probe/gqa_convert.h"
 #include "examples/head_probe/lm_cost.h"
 #include "examples/head_probe/lm_probe.h"
+#include "examples/head_probe/translate_probe.h"
 
 using namespace attograd;
 using namespace attograd::app;
@@ -40,6 +43,8 @@ const Subcommand kSubcommands[] = {
      probe::lm_cost_main},
     {"lm-convert-gqa", "an lm checkpoint converted to grouped-query attention (K/V heads mean-pooled or first)",
      probe::lm_convert_gqa_main},
+    {"translate", "importance, ablation, statistics and pruning curves per attention type of a translate checkpoint",
+     probe::translate_main},
 };
 
 std::string usage() {

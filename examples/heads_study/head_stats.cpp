@@ -1,8 +1,10 @@
 #include "examples/heads_study/head_stats.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <attograd/autograd/engine.h>
+#include <attograd/autograd/generator.h>
 #include <attograd/autograd/ops/loss.h>
 #include <attograd/autograd/ops/shape.h>
 
@@ -45,9 +47,20 @@ void HeadStatistics::add(const std::string& module, const Tensor& weights, const
   if (static_cast<int64_t>(heads.size()) != H)
     fail<ShapeError>("HeadStatistics", "{} had {} heads before, now {}", module, heads.size(), H);
 
-  for (int64_t b = 0; b < B; ++b)
+  for (int64_t b = 0; b < B; ++b) {
+    // The sequence's unpadded queries and keys, and its last unpadded key: the
+    // diagonal's slope and the cross-attention's sink.
+    int64_t queries = 0, keys = 0, last_key = -1;
+    for (int64_t t = 0; t < T; ++t) queries += !qpad[static_cast<size_t>(b * T + t)];
+    for (int64_t s = 0; s < S; ++s)
+      if (!kpad[static_cast<size_t>(b * S + s)]) {
+        ++keys;
+        last_key = s;
+      }
     for (int64_t t = 0; t < T; ++t) {
       if (qpad[static_cast<size_t>(b * T + t)]) continue;
+      const int64_t centre =
+          std::lround(static_cast<double>(t * keys) / static_cast<double>(std::max<int64_t>(queries, 1)));
       int64_t visible = 0;
       std::vector<bool> seen(static_cast<size_t>(S));
       for (int64_t s = 0; s < S; ++s) {
@@ -81,9 +94,13 @@ void HeadStatistics::add(const std::string& module, const Tensor& weights, const
         sum.first += row[0];
         for (int64_t s : after) sum.induction += row[s];
         sum.induction_chance += static_cast<double>(after.size()) / static_cast<double>(std::max<int64_t>(visible, 1));
+        if (last_key >= 0) sum.last += row[last_key];
+        for (int64_t s = std::max<int64_t>(centre - 1, 0); s <= std::min(centre + 1, S - 1); ++s)
+          sum.diagonal += row[s];
         ++sum.rows;
       }
     }
+  }
 }
 
 void HeadStatistics::add_forward(Module& model, const std::function<AttentionRows(const std::string&)>& rows,
@@ -103,12 +120,15 @@ void HeadStatistics::add_forward(Module& model, const std::function<AttentionRow
 }
 
 void HeadStatistics::add_batch(Seq2SeqTransformer& model, const Tensor& src, const Tensor& tgt_in,
-                               const Tensor& src_key_padding_mask, const Tensor& tgt_key_padding_mask) {
+                               const Tensor& src_key_padding_mask, const Tensor& tgt_key_padding_mask,
+                               bool induction_tokens) {
   const auto rows = [&](const std::string& name) {
     const bool encoder = name.starts_with("encoder.");
     const bool cross = name.ends_with("cross_attn");
+    const bool decoder_self = !encoder && !cross;
     return AttentionRows{encoder ? src_key_padding_mask : tgt_key_padding_mask,
-                         encoder || cross ? src_key_padding_mask : tgt_key_padding_mask, Tensor(), !encoder && !cross};
+                         encoder || cross ? src_key_padding_mask : tgt_key_padding_mask,
+                         decoder_self && induction_tokens ? tgt_in : Tensor(), decoder_self};
   };
   add_forward(model, rows, [&] { model.forward(src, tgt_in, src_key_padding_mask, tgt_key_padding_mask); });
 }
@@ -122,7 +142,7 @@ std::vector<HeadStat> HeadStatistics::results() const {
       const double n = static_cast<double>(std::max<int64_t>(s.rows, 1));
       out.push_back({module, static_cast<int64_t>(h), s.entropy / n, s.uniform / n, s.distance / n,
                      s.max_weight / n, s.rows, s.previous / n, s.self / n, s.first / n, s.induction / n,
-                     s.induction_chance / n});
+                     s.induction_chance / n, s.last / n, s.diagonal / n});
     }
   }
   return out;
@@ -282,13 +302,31 @@ std::vector<double> pruning_curve(Module& model, const LossBatches& data, const 
   return out;
 }
 
+std::vector<HeadRef> ascending_order(const std::vector<HeadRef>& heads, const std::vector<double>& score) {
+  if (score.size() != heads.size())
+    fail<ValueError>("ascending_order", "{} scores for {} heads; hint: one score per head", score.size(), heads.size());
+  std::vector<size_t> idx(heads.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return score[a] < score[b]; });
+  std::vector<HeadRef> out;
+  for (size_t i : idx) out.push_back(heads[i]);
+  return out;
+}
+
+std::vector<HeadRef> random_order(std::vector<HeadRef> heads, uint64_t seed) {
+  Generator gen(seed);
+  for (size_t i = heads.size(); i > 1; --i) std::swap(heads[i - 1], heads[gen.randint(i)]);
+  return heads;
+}
+
 LossBatches seq2seq_loss(Seq2SeqTransformer& model, const std::vector<AblationBatch>& batches, int64_t pad_id) {
   return {batches.size(), [&model, &batches, pad_id](size_t i) {
             const AblationBatch& b = batches[i];
             CrossEntropyOptions ce;
             ce.ignore_index = pad_id;
             ce.reduction = Reduction::sum;
-            const Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask);  // [B, T, V]
+            const Tensor logits =
+                model.forward(b.src, b.tgt_in, b.src_key_padding_mask, b.tgt_key_padding_mask);  // [B, T, V]
             const Tensor target = b.tgt_out.reshape({-1});
             double tokens = 0;
             for (double id : target.to_vector<double>()) tokens += static_cast<double>(id != static_cast<double>(pad_id));

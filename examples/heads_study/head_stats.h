@@ -42,6 +42,13 @@ struct HeadStat {
   double induction = 0;
   // The same mass under uniform attention over each row's visible keys: the chance level.
   double induction_chance = 0;
+  // For cross-attention (meaningful where keys are another sequence): mean over
+  // rows of p(s = S_b - 1), the last unpadded key (a source's <eos>, often a
+  // "no-op" sink), S_b the row's unpadded keys.
+  double last = 0;
+  // Mean over rows of the mass on keys within ±1 of round(t·S_b/T_b), T_b the
+  // sequence's unpadded queries: how much a head follows a monotone diagonal.
+  double diagonal = 0;
 };
 
 // Which rows and keys of one attention module's weights count (see add).
@@ -65,16 +72,17 @@ class HeadStatistics {
   void add_forward(Module& model, const std::function<AttentionRows(const std::string& module)>& rows,
                    const std::function<void()>& forward);
   // add_forward on one batch of a Seq2SeqTransformer: encoder self, decoder
-  // self (causal) and decoder cross attention, each with its paddings.
+  // self (causal) and decoder cross attention, each with its paddings; with
+  // induction_tokens (tgt_in), the decoder self-attention's induction score.
   void add_batch(Seq2SeqTransformer& model, const Tensor& src, const Tensor& tgt_in, const Tensor& src_key_padding_mask,
-                 const Tensor& tgt_key_padding_mask);
+                 const Tensor& tgt_key_padding_mask, bool induction_tokens = false);
   // One entry per (module, head), modules in the order they were first added.
   std::vector<HeadStat> results() const;
 
  private:
   struct Sums {
     double entropy = 0, uniform = 0, distance = 0, max_weight = 0, previous = 0, self = 0, first = 0, induction = 0,
-           induction_chance = 0;
+           induction_chance = 0, last = 0, diagonal = 0;
     int64_t rows = 0;
   };
   std::vector<std::string> order_;
@@ -160,10 +168,18 @@ using HeadRef = std::pair<std::string, int64_t>;
 std::vector<double> pruning_curve(Module& model, const LossBatches& data, const std::vector<HeadRef>& order,
                                   const std::vector<int64_t>& ks, std::map<std::string, double>* cache = nullptr);
 
+// The heads sorted by score (one per head), lowest first; ties keep their order in heads.
+std::vector<HeadRef> ascending_order(const std::vector<HeadRef>& heads, const std::vector<double>& score);
+// The heads in a random order drawn from Generator(seed) by Fisher-Yates: the same on every platform.
+std::vector<HeadRef> random_order(std::vector<HeadRef> heads, uint64_t seed);
+
 // ---- Seq2SeqTransformer (the heads study) --------------------------------------------------
 
 struct AblationBatch {
   Tensor src, tgt_in, tgt_out, src_key_padding_mask;  // as attograd/data/loader.h's Batch
+  // As Batch's, or undefined: it matters only to a decoder without the causal
+  // mask, whose rows would otherwise see the padding after their sentence.
+  Tensor tgt_key_padding_mask;
 };
 
 // Teacher-forced cross-entropy of the batches (pad_id targets not counted), as
