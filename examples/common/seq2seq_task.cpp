@@ -29,18 +29,23 @@ EvalResult evaluate(Seq2SeqTransformer& model, const Dataset& data, const EvalOp
   DataLoader loader(data, lo);
   double loss_sum = 0;
   int64_t tokens = 0, correct_tokens = 0, exact = 0;
-  for (const Batch& b : loader.epoch_batches()) {
+  for (const Batch& full : loader.epoch_batches()) {
     if (r.examples >= opt.max_examples) break;
+    // The last batch may reach past max_examples: only its first `rows` sentences count, in the loss too.
+    const int64_t rows = std::min<int64_t>(full.src.size(0), opt.max_examples - r.examples);
+    const auto first_rows = [rows](const Tensor& t) { return t.defined() ? t.narrow(0, 0, rows) : t; };
+    const Tensor src = first_rows(full.src), src_pad = first_rows(full.src_key_padding_mask);
+    const Tensor tgt_out = first_rows(full.tgt_out);
     const int64_t V = model.config.tgt_vocab;
     // The target's padding mask matters only to a decoder without the causal mask (TransformerConfig::causal_decoder):
     // a causal row never reaches the padding after its sentence.
-    Tensor logits = model.forward(b.src, b.tgt_in, b.src_key_padding_mask, b.tgt_key_padding_mask);  // [B, T, V]
+    Tensor logits = model.forward(src, first_rows(full.tgt_in), src_pad, first_rows(full.tgt_key_padding_mask));  // [rows, T, V]
     CrossEntropyOptions ce;
     ce.ignore_index = pad_id;
     ce.reduction = Reduction::sum;
-    loss_sum += cross_entropy(logits.reshape({-1, V}), b.tgt_out.reshape({-1}), ce).item();
+    loss_sum += cross_entropy(logits.reshape({-1, V}), tgt_out.reshape({-1}), ce).item();
     const auto pred = argmax(logits, -1).to_vector<int64_t>();
-    const auto gold = b.tgt_out.to_vector<int64_t>();
+    const auto gold = tgt_out.to_vector<int64_t>();
     for (size_t i = 0; i < gold.size(); ++i)
       if (gold[i] != pad_id) {
         ++tokens;
@@ -48,8 +53,8 @@ EvalResult evaluate(Seq2SeqTransformer& model, const Dataset& data, const EvalOp
       }
     std::vector<Example> examples;
     int64_t longest = 0;
-    for (int64_t i : b.indices) {
-      examples.push_back(data.get(i));
+    for (int64_t k = 0; k < rows; ++k) {
+      examples.push_back(data.get(full.indices[static_cast<size_t>(k)]));
       longest = std::max<int64_t>(longest, static_cast<int64_t>(examples.back().tgt.size()));
     }
     std::vector<Hypothesis> hyps;
@@ -57,10 +62,10 @@ EvalResult evaluate(Seq2SeqTransformer& model, const Dataset& data, const EvalOp
       DecodeOptions d;
       d.max_len = opt.max_decode_len > 0 ? opt.max_decode_len : std::min(longest + 8, model.config.max_len - 1);
       d.use_decode_step = opt.use_decode_step;
-      if (opt.beam > 1) hyps = beam_search(model, b.src, b.src_key_padding_mask, d, {opt.beam, opt.length_penalty});
-      else hyps = greedy_decode(model, b.src, b.src_key_padding_mask, d);
+      if (opt.beam > 1) hyps = beam_search(model, src, src_pad, d, {opt.beam, opt.length_penalty});
+      else hyps = greedy_decode(model, src, src_pad, d);
     }
-    for (size_t i = 0; i < examples.size() && r.examples < opt.max_examples; ++i, ++r.examples) {
+    for (size_t i = 0; i < examples.size(); ++i, ++r.examples) {
       r.sources.push_back(examples[i].src);
       r.references.push_back(examples[i].tgt);
       if (opt.decode) {
