@@ -60,16 +60,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The heads sorted by score, lowest first (ties in attention_modules order).
-std::vector<HeadRef> ascending(const std::vector<HeadRef>& heads, const std::vector<double>& score) {
-  std::vector<size_t> idx(heads.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return score[a] < score[b]; });
-  std::vector<HeadRef> out;
-  for (size_t i : idx) out.push_back(heads[i]);
-  return out;
-}
-
 }  // namespace
 
 nlohmann::json probe_lm(GPT& model, const std::vector<LMBatch>& batches, const ProbeOptions& o) {
@@ -120,15 +110,11 @@ nlohmann::json probe_lm(GPT& model, const std::vector<LMBatch>& batches, const P
 
   t = std::chrono::steady_clock::now();
   std::vector<std::pair<std::string, std::vector<HeadRef>>> orders = {
-      {"importance", ascending(all, raw)},
-      {"importance_normalized", ascending(all, normalized)},
-      {"ablation", ascending(all, delta)}};
-  for (int64_t r = 1; r <= o.random_orders; ++r) {
-    std::vector<HeadRef> shuffled = all;
-    Generator gen(mix_seed(o.seed, static_cast<uint64_t>(r)));  // Fisher-Yates: the same order on every platform
-    for (size_t i = shuffled.size(); i > 1; --i) std::swap(shuffled[i - 1], shuffled[gen.randint(i)]);
-    orders.emplace_back(fmt::format("random-{}", r), std::move(shuffled));
-  }
+      {"importance", heads::ascending_order(all, raw)},
+      {"importance_normalized", heads::ascending_order(all, normalized)},
+      {"ablation", heads::ascending_order(all, delta)}};
+  for (int64_t r = 1; r <= o.random_orders; ++r)
+    orders.emplace_back(fmt::format("random-{}", r), heads::random_order(all, mix_seed(o.seed, static_cast<uint64_t>(r))));
   const std::vector<int64_t> ks = pruning_counts(static_cast<int64_t>(all.size()));
   std::map<std::string, double> cache;
   nlohmann::json orders_json = nlohmann::json::array();
