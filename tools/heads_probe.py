@@ -1,5 +1,6 @@
-"""The heads study's per-head analyses (issue 31): run `head_probe lm` on every
-complete run's last checkpoint (runs/<id>/probe.json), then read them:
+"""The heads study's per-head analyses (issue 31): run `head_probe lm` (or
+`translate`) on every complete run's last checkpoint (runs/<id>/probe.json),
+then read them:
 
 - pruning: Michel et al. (2019)'s curves, heads removed globally, least
   important first, in four orders (raw importance |dL/dxi_h|, importance
@@ -34,20 +35,29 @@ ORDER_NAMES = {"importance": "raw importance", "importance_normalized": "normali
                "ablation": "single-head ablation", "random": "random (mean of the run's orders)"}
 # A head's role scores (the columns of the recurrence matrices), each higher
 # when the head does more of it: its mass on the previous token, on itself, on
-# the window's first position; induction mass above its own chance level
-# (uniform attention over the keys it sees), so an even spread scores 0; focus
-# (the mean largest weight of a row) and breadth (entropy over its causal
-# ceiling, log of the keys seen).
-ROLES = ("previous_token", "self", "first_position", "induction", "focus", "breadth")
-# A head's label: the first role (in this order) whose score reaches its level.
+# the first position; induction mass above its own chance level (uniform
+# attention over the keys it sees), so an even spread scores 0; for a
+# cross-attention head, its mass near the monotone diagonal (round(t·S/T) ± 1)
+# and on the last source position (a "no-op" sink); focus (the mean largest
+# weight of a row) and breadth (entropy over its ceiling, log of the keys seen).
+# Each kind of attention has the roles its statistics define.
+SELF_ROLES = ("previous_token", "self", "first_position", "induction", "focus", "breadth")
+ROLE_SETS = {"lm": SELF_ROLES, "decoder_self": SELF_ROLES,
+             "encoder_self": ("previous_token", "self", "first_position", "focus", "breadth"),
+             "decoder_cross": ("diagonal", "last_source", "focus", "breadth")}
+ROLES = SELF_ROLES
+# A head's label: the first role of its set whose score reaches its level.
 # Half the attention on one kind of key names the head; induction at 0.3 above
 # chance (the text's repeats are few); "focused" is a head that puts half its
 # mass on one key that is none of the kinds above; "broad" spreads to 70% of the
 # uniform entropy; "mixed" does none of these.
-ROLE_LEVELS = (("previous_token", 0.5), ("self", 0.5), ("first_position", 0.5), ("induction", 0.3),
-               ("focus", 0.5), ("breadth", 0.7))
+ROLE_LEVELS = {"previous_token": 0.5, "self": 0.5, "first_position": 0.5, "induction": 0.3, "diagonal": 0.5,
+               "last_source": 0.5, "focus": 0.5, "breadth": 0.7}
 LABELS = {"previous_token": "previous token", "self": "self", "first_position": "first position",
-          "induction": "induction", "focus": "focused elsewhere", "breadth": "broad"}
+          "induction": "induction", "diagonal": "diagonal", "last_source": "last source (sink)",
+          "focus": "focused elsewhere", "breadth": "broad"}
+KIND_NAMES = {"lm": "causal self-attention", "encoder_self": "encoder self-attention",
+              "decoder_self": "decoder self-attention", "decoder_cross": "cross-attention"}
 INTERIOR = slice(1, -1)   # the fractions strictly between none and all heads removed
 
 
@@ -74,7 +84,7 @@ def read_heldout_line(text):
 
 def cmd_probe(args, grid: Grid):
     """For each complete run whose results are missing or older than its
-    checkpoint: head_probe lm (probe.json) and `lm eval` on every held-out window
+    checkpoint: head_probe lm or translate (probe.json) and, for lm, `lm eval` on every held-out window
     (heldout.json: the final quality on the whole held-out text, where the
     trainer's evaluations read its first eval_size windows), `jobs` at once, one
     thread each."""
@@ -86,9 +96,9 @@ def cmd_probe(args, grid: Grid):
         newest = max(p.stat().st_mtime for p in ckpt.glob("step-*.model.safetensors"))
         path, held = probe_path(args.out, r["id"]), heldout_path(args.out, r["id"])
         if not (path.exists() and path.stat().st_mtime >= newest):
-            argv = [args.head_probe, "lm", "--checkpoint", str(ckpt), "--threads", "1", "--out", str(path)]
+            argv = [args.head_probe, grid.program, "--checkpoint", str(ckpt), "--threads", "1", "--out", str(path)]
             todo.append((f"probe {r['id']}", argv, None, str(path.with_suffix(".txt"))))
-        if not (held.exists() and held.stat().st_mtime >= newest):
+        if grid.program == "lm" and not (held.exists() and held.stat().st_mtime >= newest):
             held.with_suffix(".txt").unlink(missing_ok=True)   # run_pool appends
             argv = [args.lm, "eval", "--checkpoint", str(ckpt), "--threads", "1"]
             todo.append((f"held-out {r['id']}", argv, None, str(held.with_suffix(".txt"))))
@@ -106,37 +116,58 @@ def cmd_probe(args, grid: Grid):
 # ---------------------------------------------------------------------------
 # Reading the probes
 
-def pruning_deltas(probe):
+def scopes(probe):
+    """The pruning blocks of a probe by scope: "all" (every head, across layers
+    and kinds) and, for translate, each attention kind alone (Michel et al.'s
+    Fig. 4); each block has its orders, fractions, heads and removed counts."""
+    p = probe["pruning"]
+    if "global" not in p:
+        return {"all": p}
+    return {"all": p["global"], **{t: p["by_type"][t] for t in probe["types"]}}   # the probe's order of kinds
+
+
+def pruning_deltas(block, baseline, where="the probe"):
     """order -> the loss increase over the baseline at each fraction (random:
     the mean over the run's random orders)."""
-    base = probe["baseline_loss"]
     curves = defaultdict(list)
-    for o in probe["pruning"]["orders"]:
+    for o in block["orders"]:
         name = "random" if o["name"].startswith("random") else o["name"]
-        curves[name].append(np.asarray(o["loss"], dtype=float) - base)
+        curves[name].append(np.asarray(o["loss"], dtype=float) - baseline)
     missing = [o for o in ORDERS if o not in curves]
     if missing:
-        raise ValueError(f"{probe['checkpoint']}: the probe has no pruning order {missing}; hint: rerun `probe`")
+        raise ValueError(f"{where} has no pruning order {missing}; hint: rerun `probe`")
     return {k: np.mean(v, axis=0) for k, v in curves.items()}
 
 
-def role_scores(h):
-    """One head's scores, in ROLES order."""
-    breadth = h["entropy"] / h["uniform_entropy"] if h["uniform_entropy"] > 0 else 0.0
-    return [h["previous_token"], h["self"], h["first_position"], h["induction"] - h["induction_chance"],
-            h["max_weight"], breadth]
+def head_kind(h):
+    return h.get("type", "lm")
 
 
-def role_matrix(probe):
-    """[heads, roles] scores in layer-major head order, and each head's layer."""
-    heads = sorted(probe["heads"], key=lambda h: (h["layer"], h["head"]))
-    return np.asarray([role_scores(h) for h in heads]), np.asarray([h["layer"] for h in heads])
+def role_scores(h, roles=SELF_ROLES):
+    """One head's scores, in the order of roles."""
+    def score(role):
+        if role == "induction":
+            return h["induction"] - h["induction_chance"]
+        if role == "focus":
+            return h["max_weight"]
+        if role == "breadth":
+            return h["entropy"] / h["uniform_entropy"] if h["uniform_entropy"] > 0 else 0.0
+        return h[role]
+    return [score(r) for r in roles]
 
 
-def role_of(scores):
-    """The head's label: the first role of ROLE_LEVELS its score reaches, else "mixed"."""
-    for role, level in ROLE_LEVELS:
-        if scores[ROLES.index(role)] >= level:
+def role_matrix(probe, kind="lm"):
+    """[heads, roles] scores of the probe's heads of one kind, in layer-major
+    order, and each head's layer."""
+    heads = sorted((h for h in probe["heads"] if head_kind(h) == kind), key=lambda h: (h["layer"], h["head"]))
+    roles = ROLE_SETS[kind]
+    return np.asarray([role_scores(h, roles) for h in heads]), np.asarray([h["layer"] for h in heads])
+
+
+def role_of(scores, roles=SELF_ROLES):
+    """The head's label: the first of roles its score reaches the level of, else "mixed"."""
+    for role, score in zip(roles, scores):
+        if score >= ROLE_LEVELS[role]:
             return role
     return "mixed"
 
@@ -161,51 +192,64 @@ def analyse_probes(grid: Grid, out):
             missing.append(r["id"])
     if not probes:
         return None
-    fractions = next(iter(next(iter(probes.values())).values()))["pruning"]["fractions"]
-    res = dict(fractions=fractions, missing=missing, role_levels=dict(ROLE_LEVELS), roles=list(ROLES), per_H=[])
-    auc = defaultdict(dict)   # order -> (H, seed) -> mean delta over the interior fractions
+    first = next(iter(next(iter(probes.values())).values()))
+    kinds = sorted({head_kind(h) for h in first["heads"]}, key=list(KIND_NAMES).index)
+    res = dict(fractions=scopes(first)["all"]["fractions"], missing=missing, role_levels=ROLE_LEVELS,
+               kinds=kinds, scopes=list(scopes(first)), per_H=[])
+    auc = defaultdict(lambda: defaultdict(dict))   # scope -> order -> (H, seed) -> mean delta, interior fractions
     for H in sorted(probes):
         runs = probes[H]
-        deltas = {s: pruning_deltas(p) for s, p in runs.items()}
-        row = dict(H=H, n=len(runs), heads=runs[next(iter(runs))]["pruning"]["heads"], curves={}, roles={})
-        for o in ORDERS:
-            per_f = np.array([deltas[s][o] for s in sorted(deltas)])
-            row["curves"][o] = [_interval(per_f[:, i]) for i in range(per_f.shape[1])]
-            for s in deltas:
-                auc[o][(H, s)] = float(np.mean(deltas[s][o][INTERIOR]))
-        # The largest fraction each order removes at < 1% of the baseline loss, per run.
-        row["prunable"] = {o: _interval([_prunable(fractions, deltas[s][o], runs[s]["baseline_loss"], row["heads"],
-                                                   runs[s]["pruning"].get("removed"))
-                                         for s in sorted(runs)]) for o in ORDERS}
+        row = dict(H=H, n=len(runs), scopes={}, roles={}, recurrence={})
+        for scope in res["scopes"]:
+            blocks = {s: scopes(p)[scope] for s, p in runs.items()}
+            deltas = {s: pruning_deltas(blocks[s], runs[s]["baseline_loss"], runs[s]["checkpoint"]) for s in runs}
+            heads = blocks[next(iter(blocks))]["heads"]
+            sc = dict(heads=heads, curves={}, prunable={})
+            for o in ORDERS:
+                per_f = np.array([deltas[s][o] for s in sorted(deltas)])
+                sc["curves"][o] = [_interval(per_f[:, i]) for i in range(per_f.shape[1])]
+                # The share of heads removed before the loss rises 1% of the baseline, per run.
+                sc["prunable"][o] = _interval([_prunable(res["fractions"], deltas[s][o], runs[s]["baseline_loss"],
+                                                         heads, blocks[s].get("removed")) for s in sorted(runs)])
+                for s in deltas:
+                    auc[scope][o][(H, s)] = float(np.mean(deltas[s][o][INTERIOR]))
+            row["scopes"][scope] = sc
+        row["heads"] = row["scopes"]["all"]["heads"]
         row["rho_ablation"] = {}
         for key in ("importance", "importance_normalized"):
             rhos = [_rho(np.array([h[key] for h in p["heads"]]), np.array([h["ablation_delta"] for h in p["heads"]]))
                     for p in runs.values()]
             rhos = [x for x in rhos if x is not None]
             row["rho_ablation"][key] = _interval(rhos) if rhos else None
-        mats = {s: role_matrix(p) for s, p in sorted(runs.items())}
-        counts = defaultdict(list)
-        for s, (m, _) in mats.items():
-            labels = [role_of(x) for x in m]
-            for role in (*ROLES, "mixed"):
-                counts[role].append(labels.count(role))
-        row["roles"] = {role: _interval(c, 1) for role, c in counts.items()}
-        # Recurrence over the roles every seed has a head labelled with (a role
-        # no head holds has no "best head" to recur).
-        held = [j for j, role in enumerate(ROLES)
-                if all(any(role_of(x) == role for x in m) for m, _ in mats.values())]
-        if H > 1 and len(mats) >= 2 and held:
-            groups = next(iter(mats.values()))[1]
-            rec = hs.recurrence_baseline({s: m[:, held] for s, (m, _) in mats.items()}, groups=groups,
-                                         permutations=2000)
-            row["recurrence"] = dict(observed=rec.observed, roles=rec.roles, held=[ROLES[j] for j in held],
-                                     random_mean=rec.random_mean, random_p=rec.random_p,
-                                     # One role has no other to shuffle with: that null is void.
-                                     shuffle_mean=rec.shuffle_mean if len(held) > 1 else None,
-                                     shuffle_p=rec.shuffle_p if len(held) > 1 else None, seeds=len(mats))
+        for kind in kinds:
+            row["roles"][kind], row["recurrence"][kind] = _roles(runs, kind, H)
         res["per_H"].append(row)
-    res["orders"] = _compare_orders(auc)
+    res["orders"] = {scope: _compare_orders(auc[scope]) for scope in res["scopes"]}
     return res
+
+
+def _roles(runs, kind, H):
+    """Heads of each label per model (t-intervals over seeds), and the recurrence
+    across seeds of the roles every seed has a head labelled with (a role no head
+    holds has no "best head" to recur)."""
+    roles = ROLE_SETS[kind]
+    mats = {s: role_matrix(p, kind) for s, p in sorted(runs.items())}
+    counts = defaultdict(list)
+    for m, _ in mats.values():
+        labels = [role_of(x, roles) for x in m]
+        for role in (*roles, "mixed"):
+            counts[role].append(labels.count(role))
+    held = [j for j, role in enumerate(roles) if all(any(role_of(x, roles) == role for x in m) for m, _ in mats.values())]
+    if H == 1 or len(mats) < 2 or not held:
+        return {role: _interval(c, 1) for role, c in counts.items()}, None
+    groups = next(iter(mats.values()))[1]
+    rec = hs.recurrence_baseline({s: m[:, held] for s, (m, _) in mats.items()}, groups=groups, permutations=2000)
+    return {role: _interval(c, 1) for role, c in counts.items()}, dict(
+        observed=rec.observed, roles=rec.roles, held=[roles[j] for j in held], random_mean=rec.random_mean,
+        random_p=rec.random_p, seeds=len(mats),
+        # One role has no other to shuffle with: that null is void.
+        shuffle_mean=rec.shuffle_mean if len(held) > 1 else None,
+        shuffle_p=rec.shuffle_p if len(held) > 1 else None)
 
 
 def _interval(values, digits=3):
@@ -258,55 +302,66 @@ def markdown(res):
         return "## Heads\n\nNo probes yet (`heads_study.py probe`).\n"
     fr = res["fractions"]
     show = [i for i, f in enumerate(fr) if round(f * 10) in (2, 4, 6, 8)]
-    lines = ["## Pruning (Michel et al. 2019), heads removed across layers, least important first", "",
-             "Held-out loss increase (nats) when that fraction of all heads is removed; importance is computed "
-             "once on the full model; random is the mean of each run's random orders. Mean [95% t-interval] "
-             "over seeds.", ""]
-    head = ("| H | order | " + " | ".join(f"{fr[i]:.0%} removed" for i in show) +
-            " | share of heads removed before the loss rises 1% |")
-    lines += [head, "|" + "---|" * (3 + len(show))]
+    many = len(res["scopes"]) > 1
+    lines = ["## Pruning (Michel et al. 2019), heads removed least important first", "",
+             "Held-out loss increase (nats) when that fraction of the heads is removed"
+             + (": across every head (all), or within one kind of attention only, the others kept (Michel et al.'s "
+                "Fig. 4)" if many else ", across layers") +
+             "; importance is computed once on the full model; random is the mean of each run's random orders. "
+             "Mean [95% t-interval] over seeds.", ""]
+    head = ("| H | " + ("heads pruned | " if many else "") + "order | " +
+            " | ".join(f"{fr[i]:.0%} removed" for i in show) + " | share of heads removed before the loss rises 1% |")
+    lines += [head, "|" + "---|" * (3 + len(show) + many)]
     for row in res["per_H"]:
-        for o in ORDERS:
-            cells = " | ".join(row["curves"][o][i]["text"] for i in show)
-            lines.append(f"| {row['H']} | {ORDER_NAMES[o]} | {cells} | {row['prunable'][o]['text']} |")
-    orders = res["orders"] or dict(what="(needs two H > 1 runs)", comparisons=[])
-    lines += ["", f"Orders against raw importance: {orders['what']}; Holm over the three.", "",
-              "| order | minus raw importance | p (t) | p (Holm) | p (Wilcoxon) |", "|---|---|---|---|---|"]
-    for c in orders["comparisons"]:
-        lines.append(f"| {ORDER_NAMES[c['order']]} | {c['diff']['text']} | {_p(c['p_t'])} | {_p(c['p_holm'])} | "
-                     f"{_p(c['p_wilcoxon'])} |")
+        for scope, sc in row["scopes"].items():
+            where = f"{KIND_NAMES.get(scope, scope)} ({sc['heads']}) | " if many else ""
+            for o in ORDERS:
+                cells = " | ".join(sc["curves"][o][i]["text"] for i in show)
+                lines.append(f"| {row['H']} | {where}{ORDER_NAMES[o]} | {cells} | {sc['prunable'][o]['text']} |")
+    for scope, orders in res["orders"].items():
+        orders = orders or dict(what="(needs two H > 1 runs)", comparisons=[])
+        what = f" ({KIND_NAMES.get(scope, scope)} heads)" if many else ""
+        lines += ["", f"Orders against raw importance{what}: {orders['what']}; Holm over the three.", "",
+                  "| order | minus raw importance | p (t) | p (Holm) | p (Wilcoxon) |", "|---|---|---|---|---|"]
+        for c in orders["comparisons"]:
+            lines.append(f"| {ORDER_NAMES[c['order']]} | {c['diff']['text']} | {_p(c['p_t'])} | {_p(c['p_holm'])} | "
+                         f"{_p(c['p_wilcoxon'])} |")
     lines += ["", "## Importance against ablation", "",
               "Spearman's rho between each head's importance and its single-head ablation loss increase, per run; "
               "mean over seeds.", "", "| H | raw | normalised per layer |", "|---|---|---|"]
     for row in res["per_H"]:
         r = row["rho_ablation"]
         lines.append(f"| {row['H']} | {_t(r['importance'])} | {_t(r['importance_normalized'])} |")
-    levels = ", ".join(f"{LABELS[r]} {v:g}" for r, v in ROLE_LEVELS)
+    levels = ", ".join(f"{LABELS[r]} {v:g}" for r, v in ROLE_LEVELS.items())
     lines += ["", "## Head roles", "",
-              "Each head's scores on the held-out windows: mass on the previous token, on itself, on the window's "
-              "first position, induction mass above its uniform-attention chance, focus (mean largest weight), "
-              "breadth (entropy over its causal ceiling). A head is labelled by the first of these that reaches its "
-              f"level ({levels}), else mixed. Heads per model, mean [95% t] over seeds. Recurrence: the roles "
-              "every seed has a head for, whose best head is matched across every seed (heads matched within "
-              "layers by their score rows), against random matching and shuffled roles.", "",
-              "| H | heads | " + " | ".join(LABELS[r] for r in ROLES) + " | mixed | roles recurring (chance: "
-              "random / shuffled, p) |", "|" + "---|" * (len(ROLES) + 4)]
-    for row in res["per_H"]:
-        cells = " | ".join(row["roles"][r]["text"] for r in (*ROLES, "mixed"))
-        rec = row.get("recurrence")
-        if rec and rec["shuffle_p"] is not None:
-            rtext = (f"{rec['observed']} of {rec['roles']} ({', '.join(LABELS[r] for r in rec['held'])}) over "
-                     f"{rec['seeds']} seeds ({rec['random_mean']:.2f} / {rec['shuffle_mean']:.2f}, "
-                     f"p {rec['shuffle_p']:.3g})")
-        elif rec:
-            rtext = (f"{rec['observed']} of 1 ({LABELS[rec['held'][0]]}) over {rec['seeds']} seeds (random "
-                     f"matching {rec['random_mean']:.2f}; one role: nothing to shuffle)")
-        else:
-            rtext = "n/a"
-        lines.append(f"| {row['H']} | {row['heads']} | {cells} | {rtext} |")
+              "Each head's scores on the held-out text: mass on the previous token, on itself, on the first position, "
+              "induction mass above its uniform-attention chance; for cross-attention, mass near the monotone diagonal "
+              "and on the last source position; focus (mean largest weight) and breadth (entropy over its ceiling). "
+              "A head is labelled by the first role of its kind that reaches its level "
+              f"({levels}), else mixed. Heads per model, mean [95% t] over seeds. Recurrence: the roles every seed "
+              "has a head for, whose best head is matched across every seed (heads matched within layers by their "
+              "score rows), against random matching and shuffled roles."]
+    for kind in res["kinds"]:
+        roles = ROLE_SETS[kind]
+        lines += ["", f"### {KIND_NAMES[kind].capitalize()}", "",
+                  "| H | " + " | ".join(LABELS[r] for r in roles) + " | mixed | roles recurring (chance: random / "
+                  "shuffled, p) |", "|" + "---|" * (len(roles) + 3)]
+        for row in res["per_H"]:
+            cells = " | ".join(row["roles"][kind][r]["text"] for r in (*roles, "mixed"))
+            lines.append(f"| {row['H']} | {cells} | {_recurrence_text(row['recurrence'][kind])} |")
     if res["missing"]:
         lines += ["", f"Runs without a probe: {', '.join(res['missing'])}."]
     return "\n".join(lines) + "\n"
+
+
+def _recurrence_text(rec):
+    if rec is None:
+        return "n/a"
+    if rec["shuffle_p"] is None:
+        return (f"{rec['observed']} of 1 ({LABELS[rec['held'][0]]}) over {rec['seeds']} seeds (random matching "
+                f"{rec['random_mean']:.2f}; one role: nothing to shuffle)")
+    return (f"{rec['observed']} of {rec['roles']} ({', '.join(LABELS[r] for r in rec['held'])}) over {rec['seeds']} "
+            f"seeds ({rec['random_mean']:.2f} / {rec['shuffle_mean']:.2f}, p {rec['shuffle_p']:.3g})")
 
 
 def _p(p):

@@ -341,11 +341,11 @@ def cmd_report(args):
     grid = saved_grid(args.out)
     res = analyse(grid, args.out)
     md = markdown(res)
-    if grid.program == "lm":   # head_probe's analyses of the runs' checkpoints (heads_study.py probe)
+    import heads_probe   # head_probe's analyses of the runs' checkpoints (heads_study.py probe)
+    res["heads"] = heads_probe.analyse_probes(grid, args.out)
+    md += "\n" + heads_probe.markdown(res["heads"])
+    if grid.program == "lm":
         import heads_gqa
-        import heads_probe
-        res["heads"] = heads_probe.analyse_probes(grid, args.out)
-        md += "\n" + heads_probe.markdown(res["heads"])
         if grid.gqa_heads:   # heads_study.py gqa: conversion and uptraining
             res["gqa_conversion"] = heads_gqa.analyse_gqa(grid, args.out)
             md += "\n" + heads_gqa.markdown(res["gqa_conversion"])

@@ -61,8 +61,8 @@ from heads_runs import (PART_HOURS, cmd_pilot, cmd_plan, cmd_run, eval_records, 
 # ---------------------------------------------------------------------------
 # quick: both pipelines on tiny grids (CI)
 
-LM_SECTIONS = ("## Final loss on the whole held-out text", "## Pruning", "## Importance against ablation", "## Head roles", "## GQA conversion",
-               "## Decode cost against H and G")
+HEAD_SECTIONS = ("## Pruning", "## Importance against ablation", "## Head roles")
+LM_SECTIONS = ("## Final loss on the whole held-out text", "## GQA conversion", "## Decode cost against H and G")
 
 def quick_grid_run(args, grid, out):
     """One quick grid end to end in `out`: pilot, plan in 2 parts, an interrupted
@@ -95,14 +95,14 @@ def quick_grid_run(args, grid, out):
     problems = []
     if grid.program == "translate":
         problems += quick_test_decode_missing(args, grid, out, plan)
-    else:
-        cmd_probe(args)
+    cmd_probe(args)
+    if grid.program == "lm":
         cmd_gqa(args)
         cmd_cost(args)
     res = cmd_report(args)
     md = report_paths(grid, out)[0].read_text()
     ids = [r["id"] for r in runs_of(grid)]
-    wanted = SECTIONS + (TRANSLATE_SECTIONS if grid.program == "translate" else LM_SECTIONS)
+    wanted = SECTIONS + HEAD_SECTIONS + (TRANSLATE_SECTIONS if grid.program == "translate" else LM_SECTIONS)
     problems += [f"section {s!r} missing" for s in wanted if s not in md]
     problems += [f"run {r} not in the convergence table" for r in ids if f"| {r} |" not in md]
     if res["missing"]:
@@ -111,8 +111,7 @@ def quick_grid_run(args, grid, out):
         problems.append("expected every run complete, a trend and a paired comparison")
     if any(r["reached"] != r["n"] for r in res["target"]["per_H"]):
         problems.append("every H-grid run must reach the target (it is the worst final loss plus a margin)")
-    if grid.program == "lm":
-        problems += quick_heads_problems(res, grid)
+    problems += quick_heads_problems(res, grid)
     if grid.program == "translate":
         t = res["test"]
         if not t["bleu"]["paired"] or not t["bleu"]["trend"] or any(r["n"] != len(grid.seeds)
@@ -138,6 +137,10 @@ def quick_heads_problems(res, grid):
     heads, gqa = res.get("heads"), res.get("gqa_conversion")
     if not heads or heads["missing"] or [r["n"] for r in heads["per_H"]] != [len(grid.seeds)] * len(grid.heads):
         problems.append(f"expected a probe of every H-grid run: {heads and heads['missing']}")
+    if grid.program == "translate":
+        if heads and heads["scopes"] != ["all", "encoder_self", "decoder_self", "decoder_cross"]:
+            problems.append(f"expected pruning within each attention kind: {heads['scopes']}")
+        return problems
     if not gqa or any(v["n"] != len(grid.seeds) for r in gqa["rows"] for v in r["loss"].values()):
         problems.append(f"expected every GQA uptraining of every seed at every budget: {gqa}")
     elif any(r.get("vs_scratch") is None for r in gqa["rows"] if "vs_control" in r):
@@ -195,7 +198,7 @@ def lm_grid_of(args, what):
 
 def cmd_probe(args):
     import heads_probe   # numpy and scipy are checked in main
-    heads_probe.cmd_probe(args, lm_grid_of(args, "probe"))
+    heads_probe.cmd_probe(args, saved_grid(args.out))
 
 
 def cmd_gqa(args):

@@ -58,16 +58,43 @@ def fake_probe(H, layers, seed, roles, base=2.0):
                 pruning=dict(fractions=FRACTIONS, heads=N, removed=ks, orders=orders))
 
 
+def fake_translate_probe(H, seed, base=1.0):
+    """One layer of each attention kind with H heads: head 0 of the decoder self
+    attends to the previous token, head 0 of the cross to the diagonal; pruning
+    one kind alone costs 0.1 (encoder), 0.2 (decoder self), 0.4 (cross) at f = 1."""
+    heads = []
+    for kind in ("encoder_self", "decoder_self", "decoder_cross"):
+        for h in range(H):
+            x = dict(type=kind, layer=0, head=h, previous_token=0.1, self=0.1, first_position=0.1, max_weight=0.3,
+                     entropy=0.5, uniform_entropy=1.0, importance=1.0 + h, importance_normalized=1.0,
+                     ablation_delta=0.01 * (h + 1))
+            if kind == "decoder_self":
+                x.update(induction=0.05, induction_chance=0.05, previous_token=0.9 if h == 0 else 0.1)
+            if kind == "decoder_cross":
+                x.update(diagonal=0.8 if h == 0 else 0.1, last_source=0.1)
+            heads.append(x)
+
+    def block(n, cost):
+        ks = hp.removed_counts(FRACTIONS, n)
+        loss = [base + cost * k / n for k in ks]
+        return dict(fractions=FRACTIONS, heads=n, removed=ks,
+                    orders=[dict(name=o, loss=loss) for o in ("importance", "importance_normalized", "ablation",
+                                                              "random-1")])
+    by_type = {"encoder_self": block(H, 0.1), "decoder_self": block(H, 0.2), "decoder_cross": block(H, 0.4)}
+    return dict(checkpoint=f"t-{seed}", baseline_loss=base, heads=heads, types=list(by_type),
+                pruning={"global": block(3 * H, 0.7), "by_type": by_type})
+
+
 class Reading(unittest.TestCase):
     def test_deltas_subtract_the_baseline_and_average_random_orders(self):
         p = fake_probe(2, 2, 1, ["previous_token", "self", None, "induction"])
         p["pruning"]["orders"][4]["loss"] = [x + 0.2 for x in p["pruning"]["orders"][4]["loss"]]
-        d = hp.pruning_deltas(p)
+        d = hp.pruning_deltas(p["pruning"], p["baseline_loss"])
         self.assertEqual(d["importance"][0], 0.0)
         self.assertAlmostEqual(d["random"][-1], 0.5 + 0.1)   # the mean of the two random orders
         del p["pruning"]["orders"][2]
         with self.assertRaisesRegex(ValueError, "ablation"):
-            hp.pruning_deltas(p)
+            hp.pruning_deltas(p["pruning"], p["baseline_loss"])
 
     def test_removed_counts_round_halves_up_as_cpp_does(self):
         self.assertEqual(hp.removed_counts([0.0, 0.25, 0.5, 1.0], 2), [0, 1, 1, 2])
@@ -125,21 +152,47 @@ class Analysis(unittest.TestCase):
         res = hp.analyse_probes(self.grid, self.out)
         self.assertEqual([row["H"] for row in res["per_H"]], [1, 2, 4])
         self.assertIn("H8-G8-s1", res["missing"])
-        comp = {c["order"]: c for c in res["orders"]["comparisons"]}
+        comp = {c["order"]: c for c in res["orders"]["all"]["comparisons"]}
         self.assertEqual(comp["random"]["n"], 8)          # H = 2 and 4, four seeds each (H = 1 ties)
         self.assertGreater(comp["random"]["diff"]["mean"], 0)
         self.assertGreater(comp["importance_normalized"]["diff"]["mean"], 0)
         self.assertEqual(comp["random"]["p_holm"], max(comp["random"]["p_holm"], comp["random"]["p_t"]))
         row4 = res["per_H"][2]
         # The curve of raw importance: 0.5 (k/N)^3 < 1% of 2.0 up to k/N = 0.3 (0.0135 < 0.02 at 0.3; 0.032 at 0.4).
-        self.assertAlmostEqual(row4["prunable"]["importance"]["mean"], 0.25)   # N = 8: k = 2 at f = 0.2 and 0.3
-        self.assertEqual(row4["roles"]["previous_token"]["mean"], 1)
-        self.assertEqual(row4["roles"]["mixed"]["mean"], 6)
+        # N = 8: k = 2 at f = 0.2 and 0.3
+        self.assertAlmostEqual(row4["scopes"]["all"]["prunable"]["importance"]["mean"], 0.25)
+        self.assertEqual(row4["roles"]["lm"]["previous_token"]["mean"], 1)
+        self.assertEqual(row4["roles"]["lm"]["mixed"]["mean"], 6)
         # Both roles sit on the same matched heads in every seed: they recur; the
         # roles no head holds are not counted.
-        self.assertEqual(row4["recurrence"]["held"], ["previous_token", "induction"])
-        self.assertEqual(row4["recurrence"]["observed"], 2)
+        self.assertEqual(row4["recurrence"]["lm"]["held"], ["previous_token", "induction"])
+        self.assertEqual(row4["recurrence"]["lm"]["observed"], 2)
         self.assertIn("## Pruning", hp.markdown(res))
+
+    def test_a_translate_probe_is_read_per_attention_kind(self):
+        grid = grids.translate_grid("fr", seeds=2)
+        with tempfile.TemporaryDirectory() as out:
+            for r in grids.runs_of(grid):
+                if r["G"] != r["H"] or r["H"] != 2:
+                    continue
+                d = Path(out) / "runs" / r["id"]
+                d.mkdir(parents=True)
+                (d / "probe.json").write_text(json.dumps(fake_translate_probe(2, r["seed"])))
+            res = hp.analyse_probes(grid, out)
+        self.assertEqual(res["scopes"], ["all", "encoder_self", "decoder_self", "decoder_cross"])
+        self.assertEqual(res["kinds"], ["encoder_self", "decoder_self", "decoder_cross"])
+        row = res["per_H"][0]
+        self.assertEqual(row["scopes"]["decoder_self"]["heads"], 2)
+        self.assertEqual(row["scopes"]["all"]["heads"], 6)
+        # Pruning the cross-attention alone hurts most in the fake: its curve is the steepest.
+        self.assertGreater(row["scopes"]["decoder_cross"]["curves"]["importance"][-1]["mean"],
+                           row["scopes"]["encoder_self"]["curves"]["importance"][-1]["mean"])
+        self.assertEqual(row["roles"]["decoder_cross"]["diagonal"]["mean"], 1)
+        self.assertEqual(row["roles"]["decoder_self"]["previous_token"]["mean"], 1)
+        self.assertNotIn("induction", row["roles"]["encoder_self"])   # encoder heads have no induction score
+        md = hp.markdown(res)
+        self.assertIn("### Cross-attention", md)
+        self.assertIn("| 2 | cross-attention (2) | raw importance |", md)
 
     def test_no_probes_is_said_not_failed(self):
         empty = tempfile.TemporaryDirectory()
