@@ -108,6 +108,12 @@ def cmd_gqa(args, grid: Grid):
             continue
         for name, G, pool, scale in variants(grid):
             d = root / f"s{seed}-{name}"
+            if status(read_log(d / "log.jsonl"), uptrain_steps(grid)) == "complete":
+                continue
+            if not any((src / "ckpt").glob("step-*.model.safetensors")) and not any((d / "ckpt").glob("step-*")):
+                print(f"seed {seed}: {src.name} has no checkpoint (a fresh checkout keeps the records only), so "
+                      f"{d.name} cannot be uptrained here; hint: rerun the seed's part")
+                continue
             d.mkdir(parents=True, exist_ok=True)
             init = src / "ckpt"
             if pool is not None:
@@ -119,8 +125,6 @@ def cmd_gqa(args, grid: Grid):
                     if p.returncode != 0:
                         raise SystemExit(f"heads_study gqa: converting {src.name} failed: {p.stderr.strip()}")
                 init = conv
-            if status(read_log(d / "log.jsonl"), uptrain_steps(grid)) == "complete":
-                continue
             todo.append((f"s{seed}-{name}", [str(args.lm)] + uptrain_args(grid, G, scale, seed, init, d),
                          d / "log.jsonl", d / "stdout.txt"))
     for k, (name, wall, _) in enumerate(run_pool(todo, args.jobs), 1):

@@ -84,7 +84,7 @@ def read_heldout_line(text):
 
 def cmd_probe(args, grid: Grid):
     """For each complete run whose results are missing or older than its
-    checkpoint: head_probe lm or translate (probe.json) and, for lm, `lm eval` on every held-out window
+    checkpoint (a run without a checkpoint keeps the results it has): head_probe lm or translate (probe.json) and, for lm, `lm eval` on every held-out window
     (heldout.json: the final quality on the whole held-out text, where the
     trainer's evaluations read its first eval_size windows), `jobs` at once, one
     thread each."""
@@ -93,8 +93,15 @@ def cmd_probe(args, grid: Grid):
         if run_status(grid, r, args.out) != "complete":
             continue
         ckpt = Path(args.out) / "runs" / r["id"] / "ckpt"
-        newest = max(p.stat().st_mtime for p in ckpt.glob("step-*.model.safetensors"))
         path, held = probe_path(args.out, r["id"]), heldout_path(args.out, r["id"])
+        saved = [p.stat().st_mtime for p in ckpt.glob("step-*.model.safetensors")]
+        if not saved:   # a fresh checkout: the records are committed, the checkpoints are not
+            lacking = [p.name for p in (path, held) if not p.exists() and (p is path or grid.program == "lm")]
+            if lacking:
+                print(f"{r['id']}: no checkpoint to probe, so {' and '.join(lacking)} cannot be made here; "
+                      "hint: rerun the run (its seed's part) to probe it")
+            continue
+        newest = max(saved)
         if not (path.exists() and path.stat().st_mtime >= newest):
             argv = [args.head_probe, grid.program, "--checkpoint", str(ckpt), "--threads", "1", "--out", str(path)]
             todo.append((f"probe {r['id']}", argv, None, str(path.with_suffix(".txt"))))

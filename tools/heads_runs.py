@@ -51,36 +51,43 @@ def makespan(costs, jobs):
     return max(free)
 
 
-def split_parts(costs: dict, jobs=2, limit_s=PART_HOURS * 3600, parts=None):
-    """Runs (id -> seconds) into parts: the fewest parts whose wall time at `jobs`
-    at once is at most limit_s each (or exactly `parts`). Longest runs first, each
-    to the part with the least work so far; returns a list of id lists, each run
-    in exactly one part. A run longer than the limit alone is an error."""
+def split_parts(costs: dict, seed_of: dict, jobs=2, limit_s=PART_HOURS * 3600, parts=None):
+    """Runs (id -> seconds) into parts of whole seeds (seed_of: id -> a sortable
+    seed key; make_plan puts the no-mask controls after every seed), in seed order: a study cut short then leaves whole seeds, so every comparison
+    paired by seed has one n, and a part is a session's work whose records are
+    committed while its checkpoints, which a fresh checkout lacks, are not (its
+    probes and GQA uptrainings run before the session ends). Without `parts`,
+    each part takes the next seeds while its wall time at `jobs` at once stays
+    within limit_s; with it, the seeds are cut into that many parts of about
+    equal core time. A seed's runs that alone exceed the limit are an error."""
     if not costs:
         raise ValueError("split_parts: expected at least one run, got none")
-    if parts is None and max(costs.values()) > limit_s:
-        worst = max(costs, key=costs.get)
-        raise ValueError(f"split_parts: run {worst} alone takes {costs[worst] / 3600:.2f} h, over the "
-                         f"{limit_s / 3600:g} h limit of a part; hint: fewer --steps, or a longer part limit")
-
-    def assign(n):
-        bins = [[] for _ in range(n)]
-        load = [0.0] * n
-        for rid in sorted(costs, key=lambda r: (-costs[r], r)):
-            i = load.index(min(load))
-            bins[i].append(rid)
-            load[i] += costs[rid]
-        return [sorted(b, key=list(costs).index) for b in bins]
-
+    groups = {}
+    for rid in sorted(costs, key=lambda r: (seed_of[r], list(costs).index(r))):
+        groups.setdefault(seed_of[rid], []).append(rid)
     if parts is not None:
-        if not 1 <= parts <= len(costs):
-            raise ValueError(f"split_parts: expected 1 <= parts <= {len(costs)} (the runs), got {parts}")
-        return assign(parts)
-    for n in range(1, len(costs) + 1):
-        bins = assign(n)
-        if all(makespan([costs[r] for r in b], jobs) <= limit_s for b in bins):
-            return bins
-    return assign(len(costs))
+        if not 1 <= parts <= len(groups):
+            raise ValueError(f"split_parts: expected 1 <= parts <= {len(groups)} (the seeds), got {parts}")
+        total, bins, done = sum(costs.values()), [[]], 0.0
+        for k, ids in enumerate(groups.values()):
+            left_groups, left_bins = len(groups) - k, parts - len(bins)
+            if bins[-1] and len(bins) < parts and (done >= len(bins) * total / parts or left_groups <= left_bins):
+                bins.append([])
+            bins[-1] += ids
+            done += sum(costs[r] for r in ids)
+        return bins
+    bins = []
+    for seed, ids in groups.items():
+        alone = makespan([costs[r] for r in ids], jobs)
+        if alone > limit_s:
+            raise ValueError(f"split_parts: seed {seed}'s {len(ids)} runs alone take {alone / 3600:.2f} h at {jobs} "
+                             f"at once, over the {limit_s / 3600:g} h limit of a part; hint: fewer --steps, or a "
+                             "longer --part-hours")
+        if bins and makespan([costs[r] for r in bins[-1] + ids], jobs) <= limit_s:
+            bins[-1] += ids
+        else:
+            bins.append(list(ids))
+    return bins
 
 
 def make_plan(grid: Grid, pilot, jobs=2, parts=None, limit_s=PART_HOURS * 3600, out=None):
@@ -92,7 +99,8 @@ def make_plan(grid: Grid, pilot, jobs=2, parts=None, limit_s=PART_HOURS * 3600, 
     est = {r["id"]: run_seconds(r, grid, pilot, done[r["id"]]) for r in runs}
     measured = all(v is not None for v in est.values())
     costs = est if measured else {r["id"]: float(r["steps"]) for r in runs}
-    bins = split_parts(costs, jobs, limit_s if measured else float("inf"), parts if measured or parts else 1)
+    seed_of = {r["id"]: (not r["causal"], r["seed"]) for r in runs}   # the no-mask controls last
+    bins = split_parts(costs, seed_of, jobs, limit_s if measured else float("inf"), parts if measured or parts else 1)
     out = []
     for b in bins:
         core = sum(est[r] for r in b) if measured else None

@@ -7,7 +7,7 @@ with the statistics of heads_stats.
     /usr/bin/python3 $H plan                  # the runs, their parts (each <= 2 h), core-minutes
     /usr/bin/python3 $H run --part 1/4        # that part's unfinished runs, 2 at once
     /usr/bin/python3 $H report                # lm-heads.md and lm-heads.json
-    /usr/bin/python3 $H plan --grid translate-ko   # the same for en->ko (out: runs/heads-translate-ko)
+    /usr/bin/python3 $H plan --grid translate-ko   # the same for en->ko (out: docs/heads-study/translate-ko)
     /usr/bin/python3 $H quick --lm build/bin/lm --translate build/bin/translate --out /tmp/q   # CI
 
 Grids (--grid): `lm` (lm on its fortunes) and `translate-LANG` (translate on
@@ -18,14 +18,20 @@ one chrF character), so every statistic is within one language anyway, and a
 grid per directory keeps each comparison paired by seed and each plan's parts
 independent.
 
-Every subcommand takes --out DIR (default runs/heads-<grid>) and the grid's
+Every subcommand takes --out DIR (default docs/heads-study/<grid>) and the grid's
 flags (--steps, --eval-every, --eval-size, --warmup, --seeds, --model K=V,
 --jobs, --part-hours); a flag not given takes the grid's default.
 
 Everything lives under --out: grid.json (the grid the runs belong to; another
 grid in the same directory is refused), pilot.json, plan.json (the parts,
 frozen when first written, so every `run --part i/n` agrees on which runs are
-its own), runs/<id>/{log.jsonl, ckpt/, stdout.txt}.
+its own), runs/<id>/{log.jsonl, ckpt/, stdout.txt, probe.json, heldout.json},
+gqa/from-<steps>/s<seed>-<variant>/. The default directory is the study's
+committed data: everything but the checkpoints (ckpt/, gqa's converted/ and
+the pilot's runs are ignored by git). A fresh checkout therefore reports every
+committed run but cannot probe, uptrain or resume one: a part's `probe` and
+`gqa` run while its checkpoints are still on the machine (the parts hold
+whole seeds for this reason).
 
 The C++ programs train and measure (`train --log`: step and eval records with
 the held-out loss, elapsed_s and train_s, the seconds in training steps only;
@@ -226,7 +232,7 @@ def add_common(p, grid_steps=True):
     """The flags every subcommand takes (after its name: `plan --out DIR`). The
     grid's flags default to None: the grid's own default (GRID_DEFAULTS)."""
     bin_dir = Path(__file__).resolve().parent.parent / "build" / "bin"
-    p.add_argument("--out", default=None, help="the study's directory (default runs/heads-<grid>)")
+    p.add_argument("--out", default=None, help="the study's directory (default docs/heads-study/<grid>)")
     p.add_argument("--lm", default=str(bin_dir / "lm"), help="the lm program (default build/bin/lm)")
     p.add_argument("--translate", default=str(bin_dir / "translate"),
                    help="the translate program (default build/bin/translate)")
@@ -235,7 +241,7 @@ def add_common(p, grid_steps=True):
     p.add_argument("--grid", default="lm", help="lm, or translate-LANG for the gettext corpus en -> LANG "
                    "(translate-fr, translate-ko) (default lm)")
     if grid_steps:
-        p.add_argument("--steps", type=int, default=None, help="steps per run (default 3000)")
+        p.add_argument("--steps", type=int, default=None, help="steps per run (default: lm 12000, translate 3000)")
     p.add_argument("--eval-every", type=int, default=None, help="held-out evaluation every N steps (default 100)")
     p.add_argument("--eval-size", type=int, default=None,
                    help="held-out examples per evaluation (default: lm 200 windows, translate 500 sentences)")
@@ -277,7 +283,7 @@ def main(argv=None):
         return 77
     grid_kind(args.grid)
     if args.out is None:
-        args.out = "/tmp/heads-quick" if args.cmd == "quick" else f"runs/heads-{args.grid}"
+        args.out = "/tmp/heads-quick" if args.cmd == "quick" else str(Path(__file__).resolve().parent.parent / "docs" / "heads-study" / args.grid)
     {"plan": cmd_plan, "pilot": cmd_pilot, "run": cmd_run, "report": cmd_report, "quick": cmd_quick,
      "probe": cmd_probe, "gqa": cmd_gqa, "cost": cmd_cost}[args.cmd](args)
     return 0

@@ -8,6 +8,8 @@ roles counted, recurrence against chance).
 ctest runs it as heads_probe_py (exit 77 without numpy/scipy); heads_study_quick
 runs head_probe itself on the quick grid.
 """
+import contextlib
+import io
 import json
 import sys
 import tempfile
@@ -21,6 +23,7 @@ except ImportError as e:
     print(f"heads_probe_py: skipped: needs Debian's python3-numpy and python3-scipy: {e}", file=sys.stderr)
     sys.exit(77)
 
+import heads_gqa  # noqa: E402
 import heads_grids as grids  # noqa: E402
 import heads_probe as hp  # noqa: E402
 
@@ -199,6 +202,46 @@ class Analysis(unittest.TestCase):
         self.assertIsNone(hp.analyse_probes(self.grid, empty.name))
         self.assertIn("No probes yet", hp.markdown(None))
         empty.cleanup()
+
+
+class FreshCheckout(unittest.TestCase):
+    """A clone holds the committed records of complete runs but no checkpoints:
+    probe and gqa keep what is there and say what they cannot make."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = Path(self.tmp.name)
+        self.grid = grids.quick_grid("text.txt")
+        for r in grids.runs_of(self.grid):
+            d = self.out / "runs" / r["id"]
+            d.mkdir(parents=True)
+            (d / "log.jsonl").write_text("".join(json.dumps(dict(step=s, eval_loss=2.0)) + "\n"
+                                                 for s in self.grid.evals()))
+        self.args = type("Args", (), dict(out=str(self.out), jobs=1, lm="/nonexistent/lm",
+                                         head_probe="/nonexistent/head_probe"))()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_probe_keeps_the_committed_results_and_names_the_missing(self):
+        first, *rest = grids.runs_of(self.grid)
+        for r in rest:
+            hp.probe_path(self.out, r["id"]).write_text("{}")
+            hp.heldout_path(self.out, r["id"]).write_text("{}")
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said):
+            hp.cmd_probe(self.args, self.grid)   # would fail starting /nonexistent programs
+        self.assertIn(f"{first['id']}: no checkpoint to probe, so probe.json and heldout.json cannot be made",
+                      said.getvalue())
+        self.assertIn("probe: 0 jobs", said.getvalue())
+        self.assertEqual(sum(f"{r['id']}:" in said.getvalue() for r in rest), 0)
+
+    def test_gqa_skips_a_seed_whose_source_has_no_checkpoint(self):
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said):
+            heads_gqa.cmd_gqa(self.args, self.grid)
+        self.assertIn("has no checkpoint", said.getvalue())
+        self.assertIn("gqa: 0 uptrainings ran", said.getvalue())
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ class LmGrid(unittest.TestCase):
         self.assertEqual((flag("--d-model"), flag("--d-ff"), flag("--layers"), flag("--context"),
                           flag("--batch-size")), ("128", "512", "2", "64", "32"))
         self.assertEqual((flag("--steps"), flag("--schedule"), flag("--warmup"), flag("--threads")),
-                         ("3000", "warmup", "60", "1"))
+                         ("12000", "warmup", "60", "1"))
         self.assertNotIn("--no-causal", a)
         control = next(x for x in self.runs if not x["causal"])
         self.assertIn("--no-causal", control["args"])
@@ -149,25 +149,31 @@ class TranslateGrid(unittest.TestCase):
 
 
 class Parts(unittest.TestCase):
-    def test_each_part_within_the_limit_and_every_run_in_exactly_one(self):
-        costs = {f"r{i}": float(c) for i, c in enumerate([50, 40, 40, 30, 30, 20, 20, 10, 10, 5, 5, 5])}
-        parts = runs.split_parts(costs, jobs=2, limit_s=60)
+    def test_parts_hold_whole_seeds_in_order_within_the_limit(self):
+        # 4 seeds of 3 runs (20 + 20 + 10 s: 30 s wall at 2 at once); a 60 s part takes two seeds.
+        costs = {f"s{s}-r{i}": float(c) for s in (1, 2, 3, 4) for i, c in enumerate([20, 20, 10])}
+        seed_of = {r: int(r[1]) for r in costs}
+        parts = runs.split_parts(costs, seed_of, jobs=2, limit_s=60)
         self.assertEqual(sorted(r for p in parts for r in p), sorted(costs))
+        self.assertEqual([sorted({seed_of[r] for r in p}) for p in parts], [[1, 2], [3, 4]])
         for p in parts:
             self.assertLessEqual(runs.makespan([costs[r] for r in p], 2), 60)
-        # 265 s of work on 2 workers needs at least 3 parts of 60 s; the split finds a small count.
-        self.assertGreaterEqual(len(parts), 3)
-        self.assertLessEqual(len(parts), 4)
+        # A shorter limit cuts every seed alone, never one seed across parts.
+        self.assertEqual(len(runs.split_parts(costs, seed_of, jobs=2, limit_s=40)), 4)
 
-    def test_a_given_count_is_kept(self):
-        costs = {f"r{i}": 1.0 for i in range(7)}
-        parts = runs.split_parts(costs, parts=3)
-        self.assertEqual(len(parts), 3)
-        self.assertEqual(sorted(len(p) for p in parts), [2, 2, 3])
+    def test_a_given_count_cuts_the_seeds_into_parts_of_about_equal_work(self):
+        costs = {f"s{s}-r{i}": 1.0 for s in range(1, 6) for i in range(3)}
+        seed_of = {r: int(r[1]) for r in costs}
+        parts = runs.split_parts(costs, seed_of, parts=3)
+        self.assertEqual([sorted({seed_of[r] for r in p}) for p in parts], [[1, 2], [3, 4], [5]])
+        # Runs already complete cost nothing; the count still holds.
+        self.assertEqual(len(runs.split_parts({r: 0.0 for r in costs}, seed_of, parts=3)), 3)
+        with self.assertRaisesRegex(ValueError, "1 <= parts <= 5"):
+            runs.split_parts(costs, seed_of, parts=6)
 
-    def test_a_run_longer_than_a_part_is_refused(self):
-        with self.assertRaisesRegex(ValueError, "r1 alone takes 3.00 h"):
-            runs.split_parts({"r0": 10.0, "r1": 3 * 3600.0}, limit_s=7200)
+    def test_a_seed_longer_than_a_part_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "seed 2's 2 runs alone take 3.00 h"):
+            runs.split_parts({"a": 10.0, "b": 3 * 3600.0, "c": 60.0}, {"a": 1, "b": 2, "c": 2}, limit_s=7200)
 
     def test_makespan_runs_longest_first(self):
         self.assertEqual(runs.makespan([3, 3, 2, 2, 2], 2), 7)   # 3+2+2 | 3+2
