@@ -337,20 +337,27 @@ def report_paths(grid: Grid, out):
     return Path(out) / f"{grid.program}-heads.md", Path(out) / f"{grid.program}-heads.json"
 
 
-def cmd_report(args):
-    grid = saved_grid(args.out)
-    res = analyse(grid, args.out)
+def build_report(out):
+    """The report of the study in `out` from what it holds (the runs' records,
+    probes, uptrainings, cost files; never a checkpoint): (result dict, markdown)."""
+    grid = saved_grid(out)
+    res = analyse(grid, out)
     md = markdown(res)
     import heads_probe   # head_probe's analyses of the runs' checkpoints (heads_study.py probe)
-    res["heads"] = heads_probe.analyse_probes(grid, args.out)
+    res["heads"] = heads_probe.analyse_probes(grid, out)
     md += "\n" + heads_probe.markdown(res["heads"])
     if grid.program == "lm":
         import heads_gqa
         if grid.gqa_heads:   # heads_study.py gqa: conversion and uptraining
-            res["gqa_conversion"] = heads_gqa.analyse_gqa(grid, args.out)
+            res["gqa_conversion"] = heads_gqa.analyse_gqa(grid, out)
             md += "\n" + heads_gqa.markdown(res["gqa_conversion"])
-        md += "\n" + heads_gqa.cost_markdown(args.out)   # heads_study.py cost
-    md_path, json_path = report_paths(grid, args.out)
+        md += "\n" + heads_gqa.cost_markdown(out)   # heads_study.py cost
+    return res, md
+
+
+def cmd_report(args):
+    res, md = build_report(args.out)
+    md_path, json_path = report_paths(saved_grid(args.out), args.out)
     md_path.write_text(md)
     json_path.write_text(json.dumps(res, indent=1) + "\n")
     print(md)
