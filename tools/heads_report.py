@@ -192,9 +192,11 @@ def analyse(grid: Grid, out):
         ev = r["evals"]
         c = hs.converged([e["step"] for e in ev], [e["loss"] for e in ev], window=grid.window,
                          threshold=grid.threshold)
+        since = hs.converged_since([e["step"] for e in ev], [e["loss"] for e in ev], window=grid.window,
+                                   threshold=grid.threshold)
         conv.append(dict(id=r["id"], H=r["H"], G=r["G"], causal=r["causal"], converged=c.converged,
                          slope_per_1k=c.slope_per_1k, rel_slope_per_1k=c.rel_slope_per_1k,
-                         slope_se_per_1k=c.slope_se_per_1k, final=c.final_loss, rule=c.rule))
+                         slope_se_per_1k=c.slope_se_per_1k, final=c.final_loss, rule=c.rule, since=since))
     res["convergence"] = conv
     res["rule"] = conv[0]["rule"] if conv else None
     pilot = json.loads((Path(out) / "pilot.json").read_text()) if (Path(out) / "pilot.json").exists() else None
@@ -314,9 +316,13 @@ def markdown(res):
         L += [""] + _paired_md(fh["paired"], ref, "held-out loss on every window", g["control_heads"])
         L += ["", _trend_md(fh["trend"], "held-out loss on every window")]
     L += ["", "## Convergence", "", f"Rule: {res['rule']}.", "",
-          "| run | converged | slope per 1k steps (± se) | relative slope per 1k | final loss |", "|---|---|---|---|---|"]
+          "Holds since: the first evaluation from which the rule, judged on the curve up to each evaluation, held "
+          "at every later one (the budget the run needed).", "",
+          "| run | converged | holds since step | slope per 1k steps (± se) | relative slope per 1k | final loss |",
+          "|---|---|---|---|---|---|"]
     for c in res["convergence"]:
-        L.append(f"| {c['id']} | {'yes' if c['converged'] else 'no'} | {c['slope_per_1k']:+.4f} "
+        since = "-" if c["since"] is None else f"{c['since']:.0f}"
+        L.append(f"| {c['id']} | {'yes' if c['converged'] else 'no'} | {since} | {c['slope_per_1k']:+.4f} "
                  f"(± {c['slope_se_per_1k']:.4f}) | {c['rel_slope_per_1k'] * 100:+.2f}% | {c['final']:.4f} |")
     count = defaultdict(lambda: [0, 0])
     for c in res["convergence"]:

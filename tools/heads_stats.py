@@ -10,6 +10,7 @@ tested place. Needs Debian's python3-numpy and python3-scipy (scripts/setup).
     d = hs.paired({1: 97.6, 2: 94.2}, {1: 99.2, 2: 99.0})   # b - a, paired by seed
     hs.trend(H_per_run, steps_per_run, strata=seed_per_run)  # Spearman + permutation p
     hs.converged(steps, valid_losses)             # the stated convergence rule, per run
+    hs.converged_since(steps, valid_losses)       # the first step from which it held
     hs.time_to_target(steps, seconds, bleu, 20.0, higher_is_better=True)
     hs.recurrence_baseline({1: m1, 2: m2, 3: m3}) # roles recurring across seeds vs chance
     hs.holm([p1, p2, p3])                         # a family of pairwise tests
@@ -305,6 +306,20 @@ def converged(steps, losses, window=5, threshold=0.005):
     rel = slope / final
     rule = (f"slope of the last {window} held-out losses > -{threshold * 100:g}% of the loss per 1,000 steps")
     return Convergence(bool(rel > -threshold), slope, rel, float(fit.stderr) * 1000, final, window, rule)
+
+
+def converged_since(steps, losses, window=5, threshold=0.005):
+    """The first evaluation step from which the rule holds at every later
+    evaluation (each judged on the curve up to it, as a run stopped there would
+    have been), or None when it does not hold at the last: the budget the run
+    needed, where `converged` says only whether the budget it had sufficed."""
+    s, l = np.asarray(steps, dtype=float), np.asarray(losses, dtype=float)
+    since = None
+    for k in range(len(s), window - 1, -1):
+        if not converged(s[:k], l[:k], window, threshold).converged:
+            break
+        since = float(s[k - 1])
+    return since
 
 
 # ---------------------------------------------------------------------------

@@ -236,6 +236,19 @@ class Converged(unittest.TestCase):
         self.assertEqual(hs.converged(self.steps, 1 + 0 * self.steps, window=4, threshold=0.01).rule,
                          "slope of the last 4 held-out losses > -1% of the loss per 1,000 steps")
 
+    def test_converged_since_is_the_first_step_the_rule_holds_for_good(self):
+        # Falls 1e-3 per step (far steeper than the rule) until step 1,000, flat after: with a
+        # 5-point window over evaluations every 100 steps, the fit first sees only flat points
+        # (and holds for good) at step 1,400 (1,000 .. 1,400).
+        steps = np.arange(100, 3001, 100)
+        loss = 2 + np.maximum(0, 1000 - steps) * 1e-3
+        self.assertEqual(hs.converged_since(steps, loss, window=5, threshold=0.01), 1400.0)
+        # A steady fall of about 4% per 1k steps never holds; a plateau that falls again at the
+        # end held earlier, but not for good.
+        self.assertIsNone(hs.converged_since(steps, 3 - steps * 1e-4, window=5, threshold=0.01))
+        self.assertIsNone(hs.converged_since(steps, 2 - np.maximum(0, steps - 2500) * 1e-3, window=5, threshold=0.01))
+        self.assertEqual(hs.converged_since(steps, 1 + 0 * steps, window=5), 500.0)
+
     def test_refusals(self):
         with self.assertRaisesRegex(ValueError, "at least window = 5"):
             hs.converged([1, 2, 3], [3, 2, 1])

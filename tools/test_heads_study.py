@@ -259,6 +259,27 @@ class Completeness(unittest.TestCase):
         self.assertEqual([(e["step"], e["eval_loss"]) for e in ev], [(10, 2.9), (20, 2.7)])
 
 
+class ConvergenceReport(unittest.TestCase):
+    def test_each_run_says_whether_and_since_when_the_rule_holds(self):
+        # H = 1 falls 0.01 per step to step 50 and is flat after: with a 3-point window over
+        # evaluations every 10 steps the rule first holds on 50, 60, 70 and for good; H = 2 keeps falling.
+        grid = grids.Grid("lm", 100, 10, 20, 5, (1, 2), (1, 2), 0, (), 0, (), {}, window=3, threshold=0.01)
+        with tempfile.TemporaryDirectory() as out:
+            for r in grids.runs_of(grid):
+                d = Path(out) / "runs" / r["id"]
+                d.mkdir(parents=True)
+                loss = (lambda s: 3 - 0.01 * min(s, 50)) if r["H"] == 1 else (lambda s: 3 - 0.01 * s)
+                write_log(d / "log.jsonl", [dict(step=s, eval_loss=loss(s), elapsed_s=s, train_s=s)
+                                            for s in grid.evals()])
+            res = report.analyse(grid, out)
+            since = {c["id"]: (c["converged"], c["since"]) for c in res["convergence"]}
+            self.assertEqual(since, {"H1-G1-s1": (True, 70.0), "H1-G1-s2": (True, 70.0),
+                                     "H2-G2-s1": (False, None), "H2-G2-s2": (False, None)})
+            md = report.markdown(res)
+            self.assertIn("| H1-G1-s1 | yes | 70 |", md)
+            self.assertIn("| H2-G2-s2 | no | - |", md)
+
+
 TEST_LINE = ("test (1000 sentences, beam 4, length penalty 0.6): loss {loss:.4f}  token accuracy 41.20%  "
              "exact match 3.10%  BLEU {bleu:.2f}  chrF {chrf:.2f}\n")
 MANIFEST = "total: en -> ko, 26 domains (0 missing), 22189 entries, 9345 pairs: train 7845 (seed 1); hash {h}\n"
