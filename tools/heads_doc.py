@@ -161,6 +161,12 @@ def cmd_render(args):
         json_path.write_text(json.dumps(res, indent=1) + "\n")
         reports[grid] = json.loads(json.dumps(res))
         print(f"wrote {md_path} and {json_path}")
+        try:
+            import heads_plots
+            print(f"drew {', '.join(str(p) for p in heads_plots.draw(reports[grid], out))}")
+        except ImportError as e:
+            print(f"heads_doc: the figures are not redrawn: {e}; hint: scripts/setup --with-torch "
+                  "(python3-matplotlib)", file=sys.stderr)
     Path(args.doc).write_text(render(template, reports.__getitem__), encoding="utf-8")
     print(f"wrote {args.doc}")
     return 0

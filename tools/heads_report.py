@@ -115,11 +115,14 @@ def _time_to(trend_runs, grid, metric, higher_is_better, what, pilot=None):
     for H in sorted(per_h):
         got = [x for x in per_h[H] if x["reached"]]
         row = dict(H=H, n=len(per_h[H]), reached=len(got))
-        if got:
-            row["steps"] = _ci([x["step"] for x in got], 0)
-            row["seconds"] = _ci([x["seconds"] for x in got], 2)
-            if all(x["pilot_seconds"] is not None for x in got):
-                row["pilot_seconds"] = _ci([x["pilot_seconds"] for x in got], 2)
+        # Each as text (the markdown's) and as numbers (key_ci: mean, lo, hi, n; for the doc and the plots).
+        fields = [("steps", "step", 0), ("seconds", "seconds", 2)]
+        if got and all(x["pilot_seconds"] is not None for x in got):
+            fields.append(("pilot_seconds", "pilot_seconds", 2))
+        for key, src, digits in fields if got else []:
+            ci = hs.t_interval([x[src] for x in got])
+            row[key] = hs.fmt_ci(ci, digits=digits)
+            row[f"{key}_ci"] = dict(mean=ci.mean, lo=ci.lo, hi=ci.hi, n=ci.n)
         rows.append(row)
     return dict(metric=metric, what=what, level=target, margin=grid.margin, threads=grid.threads,
                 per_run=dict(per_h), per_H=rows, how=how,

@@ -20,6 +20,12 @@ except ImportError as e:
     sys.exit(77)
 
 import heads_doc as hd  # noqa: E402
+
+try:
+    import matplotlib  # noqa: F401
+    HAVE_MATPLOTLIB = True
+except ImportError:
+    HAVE_MATPLOTLIB = False
 import heads_grids as grids  # noqa: E402
 
 REPORT = {"final": [{"H": 1, "G": 1, "causal": True, "mean": 1.82125, "text": "1.821 [1.818, 1.825] (n=5)"},
@@ -106,6 +112,9 @@ class Check(unittest.TestCase):
     def test_rendered_data_check_and_staleness_is_found(self):
         hd.cmd_render(self.args)
         self.assertEqual(self.doc.read_text(), "H = 2 ends at 2.3985 (n = 2).\n")   # 3 - 0.6 - mean(0.001, 0.002)
+        if HAVE_MATPLOTLIB:   # the figures (Debian's python3-matplotlib; without it render says so and goes on)
+            for name in ("quality.png", "time-to-target.png", "curves.png"):
+                self.assertEqual((self.study / "lm" / name).read_bytes()[:8], b"\x89PNG\r\n\x1a\n", name)
         self.assertEqual(hd.check(self.template, self.doc, self.study), [])
         self.log(self.study / "lm" / "runs" / "H2-G2-s1" / "log.jsonl", 2, 1, shift=0.01)
         problems = hd.check(self.template, self.doc, self.study)
