@@ -84,7 +84,8 @@ def read_heldout_line(text):
 
 def cmd_probe(args, grid: Grid):
     """For each complete run whose results are missing or older than its
-    checkpoint (a run without a checkpoint keeps the results it has): head_probe lm or translate (probe.json) and, for lm, `lm eval` on every held-out window
+    checkpoint (a run without a checkpoint keeps the results it has): head_probe
+    lm or translate (probe.json) and, for lm, `lm eval` on every held-out window
     (heldout.json: the final quality on the whole held-out text, where the
     trainer's evaluations read its first eval_size windows), `jobs` at once, one
     thread each."""

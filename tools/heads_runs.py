@@ -53,8 +53,9 @@ def makespan(costs, jobs):
 
 def split_parts(costs: dict, seed_of: dict, jobs=2, limit_s=PART_HOURS * 3600, parts=None):
     """Runs (id -> seconds) into parts of whole seeds (seed_of: id -> a sortable
-    seed key; make_plan puts the no-mask controls after every seed), in seed order: a study cut short then leaves whole seeds, so every comparison
-    paired by seed has one n, and a part is a session's work whose records are
+    seed key; make_plan puts the no-mask controls after every seed), in seed
+    order: a study cut short then leaves whole seeds, so every comparison paired
+    by seed has one n, and a part is a session's work whose records are
     committed while its checkpoints, which a fresh checkout lacks, are not (its
     probes and GQA uptrainings run before the session ends). Without `parts`,
     each part takes the next seeds while its wall time at `jobs` at once stays
