@@ -56,6 +56,24 @@ def uptrain_steps(grid: Grid):
     return round(max(BUDGETS) * grid.steps)
 
 
+def uptraining_seconds(grid: Grid, pilot, seed, out=None):
+    """Estimated seconds of each of one seed's uptrainings on one core, from the
+    pilot's rows at (gqa_heads, G); an uptraining already complete in `out`
+    costs 0. None without a pilot row."""
+    got = []
+    for name, G, _, _ in variants(grid):
+        row = (pilot or {}).get("configs", {}).get(f"H{grid.gqa_heads}-G{G}")
+        if row is None:
+            return None
+        log = gqa_root(grid, out) / f"s{seed}-{name}" / "log.jsonl" if out else None
+        if log and status(read_log(log), uptrain_steps(grid)) == "complete":
+            got.append(0.0)
+            continue
+        evals = uptrain_steps(grid) // eval_every(grid)
+        got.append(row["startup_s"] + uptrain_steps(grid) * row["s_per_step"] + evals * row["eval_s"])
+    return got
+
+
 def budget_steps(grid: Grid):
     return [round(b * grid.steps) for b in BUDGETS]
 

@@ -91,24 +91,51 @@ def split_parts(costs: dict, seed_of: dict, jobs=2, limit_s=PART_HOURS * 3600, p
     return bins
 
 
-def make_plan(grid: Grid, pilot, jobs=2, parts=None, limit_s=PART_HOURS * 3600, out=None):
+def make_plan(grid: Grid, pilot, jobs=2, parts=None, limit_s=PART_HOURS * 3600, out=None, bins=None):
     """The parts with their runs, core-minutes and wall estimates. Without a
     pilot the runs are split by count (cost unknown) into `parts` (default 1).
-    With `out`, the steps its runs' logs already hold are not counted again."""
+    With `out`, the steps its runs' logs already hold are not counted again.
+    With `bins` (a frozen plan's run ids per part), those parts are estimated
+    as they are."""
     runs = runs_of(grid)
     done = {r["id"]: trained_steps(Path(out) / "runs" / r["id"]) if out else 0 for r in runs}
     est = {r["id"]: run_seconds(r, grid, pilot, done[r["id"]]) for r in runs}
     measured = all(v is not None for v in est.values())
     costs = est if measured else {r["id"]: float(r["steps"]) for r in runs}
     seed_of = {r["id"]: (not r["causal"], r["seed"]) for r in runs}   # the no-mask controls last
-    bins = split_parts(costs, seed_of, jobs, limit_s if measured else float("inf"), parts if measured or parts else 1)
-    out = []
+    if bins is None:
+        bins = split_parts(costs, seed_of, jobs, limit_s if measured else float("inf"),
+                           parts if measured or parts else 1)
+    elif sorted(r for b in bins for r in b) != sorted(est):
+        raise SystemExit("heads_study: the frozen plan's runs are not the grid's; hint: delete plan.json to replan")
+    parts = []
     for b in bins:
         core = sum(est[r] for r in b) if measured else None
         wall = makespan([est[r] for r in b], jobs) if measured else None
-        out.append(dict(runs=b, core_minutes=None if core is None else core / 60,
-                        wall_minutes=None if wall is None else wall / 60))
-    return dict(grid=grid.name, jobs=jobs, limit_hours=limit_s / 3600, measured=measured, parts=out)
+        part = dict(runs=b, core_minutes=None if core is None else core / 60,
+                    wall_minutes=None if wall is None else wall / 60)
+        after = uptrainings_after(grid, pilot, b, out) if measured else None
+        if after:   # `run` uptrains the part's seeds once its runs are done (the limit counts the runs only)
+            part.update(after_core_minutes=sum(after) / 60, after_wall_minutes=makespan(after, jobs) / 60)
+        parts.append(part)
+    return dict(grid=grid.name, jobs=jobs, limit_hours=limit_s / 3600, measured=measured, parts=parts)
+
+
+def uptrainings_after(grid: Grid, pilot, part_runs, out=None):
+    """Seconds of each GQA uptraining of the seeds whose multi-head source run is
+    in part_runs (lm grids with GQA runs), or None when the grid has none or the
+    pilot lacks a row."""
+    if grid.program != "lm" or not grid.gqa_heads:
+        return None
+    import heads_gqa   # it reads runs with this module's functions
+    got = []
+    for r in runs_of(grid):
+        if r["id"] in part_runs and r["causal"] and r["H"] == r["G"] == grid.gqa_heads:
+            secs = heads_gqa.uptraining_seconds(grid, pilot, r["seed"], out)
+            if secs is None:
+                return None
+            got += secs
+    return got
 
 
 # ---------------------------------------------------------------------------
@@ -246,8 +273,11 @@ def print_plan(grid, plan, note):
         head = (f"part {i}/{len(plan['parts'])}: {len(p['runs'])} runs, "
                 + (f"{cm:.1f} core-minutes, about {p['wall_minutes']:.1f} min wall" if cm is not None
                    else "cost unmeasured"))
+        if p.get("after_core_minutes"):
+            head += (f"; then its seeds' GQA uptrainings, {p['after_core_minutes']:.1f} core-minutes, about "
+                     f"{p['after_wall_minutes']:.1f} min wall")
         print(head)
-        total += cm or 0
+        total += (cm or 0) + p.get("after_core_minutes", 0)
         for rid in p["runs"]:
             print(f"  {rid}: {shlex.join(runs[rid]['args'])}")
     if plan["measured"]:
@@ -256,16 +286,23 @@ def print_plan(grid, plan, note):
 
 
 def cmd_plan(args, grid=None):
+    """Split the grid into parts and freeze the split in plan.json; with a plan
+    already frozen, print it with its estimates remade (the pilot, or the steps
+    already trained, may have changed) and say how to replan."""
     grid = frozen_grid(grid or grid_from(args), args.out)
     pilot, note = load_pilot(args.out)
-    plan = make_plan(grid, pilot, args.jobs, args.parts, args.part_hours * 3600, args.out)
     path = Path(args.out) / "plan.json"
-    if path.exists() and json.loads(path.read_text())["parts"] != plan["parts"]:
-        print(f"note: {path} holds an earlier plan, which `run` keeps using (delete it to replan)")
-    elif plan["measured"] or args.parts:
-        path.write_text(json.dumps(plan, indent=1) + "\n")   # frozen: every `run --part i/n` reads it
+    if path.exists():
+        saved = json.loads(path.read_text())
+        plan = make_plan(grid, pilot, saved["jobs"], limit_s=saved["limit_hours"] * 3600, out=args.out,
+                         bins=[p["runs"] for p in saved["parts"]])
+        print(f"note: the plan frozen in {path}, which `run` uses; delete it to replan with these flags")
     else:
-        print("not frozen into plan.json: the split waits for a pilot (or --parts)")
+        plan = make_plan(grid, pilot, args.jobs, args.parts, args.part_hours * 3600, args.out)
+        if plan["measured"] or args.parts:
+            path.write_text(json.dumps(plan, indent=1) + "\n")   # frozen: every `run --part i/n` reads it
+        else:
+            print("not frozen into plan.json: the split waits for a pilot (or --parts)")
     print_plan(grid, plan, note)
     return plan
 

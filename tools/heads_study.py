@@ -5,7 +5,8 @@ with the statistics of heads_stats.
     H=tools/heads_study.py
     /usr/bin/python3 $H pilot                 # seconds per step per (H, G), on this CPU
     /usr/bin/python3 $H plan                  # the runs, their parts (each <= 2 h), core-minutes
-    /usr/bin/python3 $H run --part 1/4        # that part's unfinished runs, 2 at once
+    /usr/bin/python3 $H run --part 1/4        # that part's unfinished runs, 2 at once, then their probes
+                                              # and GQA uptrainings (what needs the checkpoints)
     /usr/bin/python3 $H report                # lm-heads.md and lm-heads.json
     /usr/bin/python3 $H plan --grid translate-ko   # the same for en->ko (out: docs/heads-study/translate-ko)
     /usr/bin/python3 $H quick --lm build/bin/lm --translate build/bin/translate --out /tmp/q   # CI
@@ -97,7 +98,7 @@ def quick_grid_run(args, grid, out):
     interrupted = status(read_log(d / "log.jsonl"), first["steps"])
     for i in (1, 2):
         args.part = f"{i}/2"
-        cmd_run(args, grid)
+        cmd_run_part(args, grid)   # then probe and gqa (again below: finding nothing left to do)
     problems = []
     if grid.program == "translate":
         problems += quick_test_decode_missing(args, grid, out, plan)
@@ -202,6 +203,17 @@ def lm_grid_of(args, what):
     return grid
 
 
+def cmd_run_part(args, grid=None):
+    """A part's runs, then what needs their checkpoints: the probes and, for an
+    lm grid with GQA runs, the uptrainings of the part's seeds. The checkpoints
+    are not committed, so a part is one session's work, done when this returns."""
+    cmd_run(args, grid)
+    cmd_probe(args)
+    grid = saved_grid(args.out)
+    if grid.program == "lm" and grid.gqa_heads:
+        cmd_gqa(args)
+
+
 def cmd_probe(args):
     import heads_probe   # numpy and scipy are checked in main
     heads_probe.cmd_probe(args, saved_grid(args.out))
@@ -266,7 +278,7 @@ def main(argv=None):
     add_common(p, grid_steps=False)
     p.set_defaults(steps=None)   # the grid's; seconds per step do not depend on it
     p.add_argument("--steps", dest="pilot_steps", type=int, default=20, help="steps per pilot run (default 20)")
-    p = sub.add_parser("run", help="one part's unfinished runs")
+    p = sub.add_parser("run", help="one part's unfinished runs, then their probes and (lm) GQA uptrainings")
     add_common(p)
     p.add_argument("--part", required=True, help="i/n, as plan printed")
     add_common(sub.add_parser("probe", help="head_probe lm on every complete run's last checkpoint (lm grids)"))
@@ -284,7 +296,7 @@ def main(argv=None):
     grid_kind(args.grid)
     if args.out is None:
         args.out = "/tmp/heads-quick" if args.cmd == "quick" else str(Path(__file__).resolve().parent.parent / "docs" / "heads-study" / args.grid)
-    {"plan": cmd_plan, "pilot": cmd_pilot, "run": cmd_run, "report": cmd_report, "quick": cmd_quick,
+    {"plan": cmd_plan, "pilot": cmd_pilot, "run": cmd_run_part, "report": cmd_report, "quick": cmd_quick,
      "probe": cmd_probe, "gqa": cmd_gqa, "cost": cmd_cost}[args.cmd](args)
     return 0
 
