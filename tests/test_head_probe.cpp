@@ -160,6 +160,28 @@ TEST(HeadProbe, ImportanceIsTheGateGradientOfTheNextTokenLoss) {
   }
 }
 
+// Without the causal mask (the mask study's control) a head can read ahead: on
+// hand-made weights over T = 4 positions, head 0 puts all of row t on t + 1
+// (the last row, which has no next key, on itself), head 1 splits each row
+// evenly over the four keys.
+TEST(HeadProbe, NextTokenMassOfAHeadWithoutTheCausalMask) {
+  const int64_t T = 4;
+  std::vector<double> w(2 * T * T, 0.0);  // [1, 2, T, T]
+  for (int64_t t = 0; t < T; ++t) {
+    w[static_cast<size_t>(t * T + std::min(t + 1, T - 1))] = 1.0;
+    for (int64_t s = 0; s < T; ++s) w[static_cast<size_t>(T * T + t * T + s)] = 0.25;
+  }
+  HeadStatistics st;
+  st.add("attn", Tensor::from_vector(w, {1, 2, T, T}, DType::f64));
+  const std::vector<HeadStat> r = st.results();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_DOUBLE_EQ(r[0].next, 3.0 / 4);  // rows 0..2; row 3 has no key t + 1
+  EXPECT_DOUBLE_EQ(r[0].self, 1.0 / 4);
+  EXPECT_DOUBLE_EQ(r[0].previous, 0.0);
+  EXPECT_DOUBLE_EQ(r[1].next, 0.25 * 3 / 4);
+  EXPECT_DOUBLE_EQ(r[1].previous, 0.25 * 3 / 4);
+}
+
 // On hand-made weights over the tokens a b c a b c (T = 6, causal): head 0
 // attends to the previous token (row 0 to itself), head 1 is an induction head
 // (rows 3..5 attend to s = t - 2, the token after the earlier occurrence of
@@ -181,6 +203,7 @@ TEST(HeadProbe, AttentionStatisticsOfPreviousTokenAndInductionHeads) {
   const double chance = (1.0 / 4 + 1.0 / 5 + 1.0 / 6) / rows;
   EXPECT_DOUBLE_EQ(r[0].previous, (rows - 1) / rows);  // every row but t = 0, which has no previous token
   EXPECT_DOUBLE_EQ(r[0].self, 1.0 / rows);
+  EXPECT_DOUBLE_EQ(r[0].next, 0.0);  // a causal head cannot read ahead
   EXPECT_DOUBLE_EQ(r[0].first, 2.0 / rows);  // rows 0 and 1
   EXPECT_DOUBLE_EQ(r[0].mean_distance, (rows - 1) / rows);
   EXPECT_DOUBLE_EQ(r[0].induction, 0.0);  // no token repeats its predecessor's predecessor here

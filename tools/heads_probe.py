@@ -35,15 +35,16 @@ ORDER_NAMES = {"importance": "raw importance", "importance_normalized": "normali
                "ablation": "single-head ablation", "random": "random (mean of the run's orders)"}
 # A head's role scores (the columns of the recurrence matrices), each higher
 # when the head does more of it: its mass on the previous token, on itself, on
-# the first position; induction mass above its own chance level (uniform
+# the next position (0 under a causal mask: the no-mask control's reading
+# ahead), on the first position; induction mass above its own chance level (uniform
 # attention over the keys it sees), so an even spread scores 0; for a
 # cross-attention head, its mass near the monotone diagonal (round(t·S/T) ± 1)
 # and on the last source position (a "no-op" sink); focus (the mean largest
 # weight of a row) and breadth (entropy over its ceiling, log of the keys seen).
 # Each kind of attention has the roles its statistics define.
-SELF_ROLES = ("previous_token", "self", "first_position", "induction", "focus", "breadth")
+SELF_ROLES = ("previous_token", "self", "next_token", "first_position", "induction", "focus", "breadth")
 ROLE_SETS = {"lm": SELF_ROLES, "decoder_self": SELF_ROLES,
-             "encoder_self": ("previous_token", "self", "first_position", "focus", "breadth"),
+             "encoder_self": ("previous_token", "self", "next_token", "first_position", "focus", "breadth"),
              "decoder_cross": ("diagonal", "last_source", "focus", "breadth")}
 ROLES = SELF_ROLES
 # A head's label: the first role of its set whose score reaches its level.
@@ -51,9 +52,10 @@ ROLES = SELF_ROLES
 # chance (the text's repeats are few); "focused" is a head that puts half its
 # mass on one key that is none of the kinds above; "broad" spreads to 70% of the
 # uniform entropy; "mixed" does none of these.
-ROLE_LEVELS = {"previous_token": 0.5, "self": 0.5, "first_position": 0.5, "induction": 0.3, "diagonal": 0.5,
-               "last_source": 0.5, "focus": 0.5, "breadth": 0.7}
-LABELS = {"previous_token": "previous token", "self": "self", "first_position": "first position",
+ROLE_LEVELS = {"previous_token": 0.5, "self": 0.5, "next_token": 0.5, "first_position": 0.5, "induction": 0.3,
+               "diagonal": 0.5, "last_source": 0.5, "focus": 0.5, "breadth": 0.7}
+LABELS = {"previous_token": "previous token", "self": "self", "next_token": "next token",
+          "first_position": "first position",
           "induction": "induction", "diagonal": "diagonal", "last_source": "last source (sink)",
           "focus": "focused elsewhere", "breadth": "broad"}
 KIND_NAMES = {"lm": "causal self-attention", "encoder_self": "encoder self-attention",

@@ -38,8 +38,8 @@ def fake_probe(H, layers, seed, roles, base=2.0):
     N = layers * H
     heads = []
     for i in range(N):
-        score = dict(previous_token=0.1, self=0.1, first_position=0.1, induction=0.05, induction_chance=0.05,
-                     max_weight=0.3, entropy=0.5, uniform_entropy=1.0)
+        score = dict(previous_token=0.1, self=0.1, next_token=0.0, first_position=0.1, induction=0.05,
+                     induction_chance=0.05, max_weight=0.3, entropy=0.5, uniform_entropy=1.0)
         r = roles[i]
         if r == "induction":
             score["induction"] = 0.05 + 0.7
@@ -68,8 +68,8 @@ def fake_translate_probe(H, seed, base=1.0):
     heads = []
     for kind in ("encoder_self", "decoder_self", "decoder_cross"):
         for h in range(H):
-            x = dict(type=kind, layer=0, head=h, previous_token=0.1, self=0.1, first_position=0.1, max_weight=0.3,
-                     entropy=0.5, uniform_entropy=1.0, importance=1.0 + h, importance_normalized=1.0,
+            x = dict(type=kind, layer=0, head=h, previous_token=0.1, self=0.1, next_token=0.1, first_position=0.1,
+                     max_weight=0.3, entropy=0.5, uniform_entropy=1.0, importance=1.0 + h, importance_normalized=1.0,
                      ablation_delta=0.01 * (h + 1))
             if kind == "decoder_self":
                 x.update(induction=0.05, induction_chance=0.05, previous_token=0.9 if h == 0 else 0.1)
@@ -112,11 +112,12 @@ class Reading(unittest.TestCase):
 
     def test_a_head_is_labelled_by_the_first_role_reaching_its_level(self):
         def label(**kw):
-            h = dict(previous_token=0.1, self=0.1, first_position=0.1, induction=0.05, induction_chance=0.05,
-                     max_weight=0.3, entropy=0.5, uniform_entropy=1.0)
+            h = dict(previous_token=0.1, self=0.1, next_token=0.0, first_position=0.1, induction=0.05,
+                     induction_chance=0.05, max_weight=0.3, entropy=0.5, uniform_entropy=1.0)
             h.update(kw)
             return hp.role_of(hp.role_scores(h))
         self.assertEqual(label(previous_token=0.6, max_weight=0.6), "previous_token")   # before "focus"
+        self.assertEqual(label(next_token=0.9, max_weight=0.9), "next_token")   # the no-mask control's reading ahead
         self.assertEqual(label(induction=0.4), "induction")          # 0.35 above its chance of 0.05
         self.assertEqual(label(induction=0.3), "mixed")              # 0.25 above chance: under the level
         self.assertEqual(label(max_weight=0.9), "focus")

@@ -104,7 +104,8 @@ nlohmann::json probe_lm(GPT& model, const std::vector<LMBatch>& batches, const P
                           {"ablation_loss", ablation[i].loss}, {"ablation_delta", ablation[i].delta},
                           {"entropy", s.entropy}, {"uniform_entropy", s.uniform_entropy},
                           {"mean_distance", s.mean_distance}, {"max_weight", s.max_weight},
-                          {"previous_token", s.previous}, {"self", s.self}, {"first_position", s.first},
+                          {"previous_token", s.previous}, {"self", s.self}, {"next_token", s.next},
+                          {"first_position", s.first},
                           {"induction", s.induction}, {"induction_chance", s.induction_chance}, {"rows", s.rows}});
   }
 

@@ -155,7 +155,8 @@ nlohmann::json probe_translate(Seq2SeqTransformer& model, const std::vector<head
                         {"ablation_loss", ablation[i].loss}, {"ablation_delta", ablation[i].delta},
                         {"entropy", s.entropy}, {"uniform_entropy", s.uniform_entropy},
                         {"mean_distance", s.mean_distance}, {"max_weight", s.max_weight},
-                        {"previous_token", s.previous}, {"self", s.self}, {"first_position", s.first},
+                        {"previous_token", s.previous}, {"self", s.self}, {"next_token", s.next},
+                        {"first_position", s.first},
                         {"rows", s.rows}};
     if (type == AttentionType::decoder_self) {
       h["induction"] = s.induction;

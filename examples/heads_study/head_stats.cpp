@@ -91,6 +91,7 @@ void HeadStatistics::add(const std::string& module, const Tensor& weights, const
         sum.max_weight += peak;
         if (t >= 1 && t - 1 < S) sum.previous += row[t - 1];
         if (t < S) sum.self += row[t];
+        if (t + 1 < S) sum.next += row[t + 1];
         sum.first += row[0];
         for (int64_t s : after) sum.induction += row[s];
         sum.induction_chance += static_cast<double>(after.size()) / static_cast<double>(std::max<int64_t>(visible, 1));
@@ -141,8 +142,8 @@ std::vector<HeadStat> HeadStatistics::results() const {
       const Sums& s = heads[h];
       const double n = static_cast<double>(std::max<int64_t>(s.rows, 1));
       out.push_back({module, static_cast<int64_t>(h), s.entropy / n, s.uniform / n, s.distance / n,
-                     s.max_weight / n, s.rows, s.previous / n, s.self / n, s.first / n, s.induction / n,
-                     s.induction_chance / n, s.last / n, s.diagonal / n});
+                     s.max_weight / n, s.rows, s.previous / n, s.self / n, s.next / n, s.first / n,
+                     s.induction / n, s.induction_chance / n, s.last / n, s.diagonal / n});
     }
   }
   return out;

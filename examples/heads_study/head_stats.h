@@ -35,6 +35,9 @@ struct HeadStat {
   int64_t rows = 0;          // query rows counted (padding queries and fully masked rows are skipped)
   double previous = 0;       // mean over rows of p(s = t - 1) (rows with t = 0 count 0)
   double self = 0;           // mean over rows of p(s = t)
+  // Mean over rows of p(s = t + 1) (rows with no key t + 1 count 0): 0 under a
+  // causal mask; in a model trained without one, the head that reads ahead.
+  double next = 0;
   double first = 0;          // mean over rows of p(s = 0)
   // Olsson et al. 2022's induction score, with tokens: mean over rows of the
   // mass on keys s ≥ 1 with tokens[s-1] = tokens[t] and s - 1 < t (the token
@@ -81,8 +84,8 @@ class HeadStatistics {
 
  private:
   struct Sums {
-    double entropy = 0, uniform = 0, distance = 0, max_weight = 0, previous = 0, self = 0, first = 0, induction = 0,
-           induction_chance = 0, last = 0, diagonal = 0;
+    double entropy = 0, uniform = 0, distance = 0, max_weight = 0, previous = 0, self = 0, next = 0, first = 0,
+           induction = 0, induction_chance = 0, last = 0, diagonal = 0;
     int64_t rows = 0;
   };
   std::vector<std::string> order_;
