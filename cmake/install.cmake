@@ -30,7 +30,9 @@ endforeach()
 install(FILES attograd/attograd.h ${ATTOGRAD_BUILD_INCLUDE}/attograd/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd COMPONENT dev)
 
-install(TARGETS attograd_tensor attograd_autograd attograd_nn attograd_optim attograd_data attograd_dist attograd_attograd
+set(ATTOGRAD_INSTALLED_LIBRARIES attograd_tensor attograd_autograd attograd_nn attograd_optim attograd_data attograd_dist
+    attograd_attograd)
+install(TARGETS ${ATTOGRAD_INSTALLED_LIBRARIES}
         EXPORT attogradTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev
@@ -91,7 +93,8 @@ install(FILES ${PROJECT_BINARY_DIR}/attograd.pc DESTINATION ${CMAKE_INSTALL_LIBD
 # the corpus they default to (share/attograd/numbers, found from the
 # program's own path). The .deb is made from a static build; with
 # BUILD_SHARED_LIBS the programs' RUNPATH is $ORIGIN/../lib.
-foreach(program copy_task translate lm)
+set(ATTOGRAD_INSTALLED_PROGRAMS copy_task translate lm)
+foreach(program ${ATTOGRAD_INSTALLED_PROGRAMS})
   if(TARGET ${program})
     string(REPLACE "_" "-" installed ${program})
     install(PROGRAMS $<TARGET_FILE:${program}> DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME attograd-${installed}
@@ -108,5 +111,17 @@ endforeach()
 if(TARGET translate)
   install(DIRECTORY data/numbers DESTINATION ${CMAKE_INSTALL_DATADIR}/attograd COMPONENT programs)
 endif()
+
+# Everything the install rules above take from the build, and nothing else: a
+# package build (scripts/test.d/60-deb.sh, configured with
+# CMAKE_SKIP_INSTALL_ALL_DEPENDENCY so that installing does not build `all`)
+# builds this target instead of every example.
+add_custom_target(attograd_package)
+add_dependencies(attograd_package ${ATTOGRAD_INSTALLED_LIBRARIES})
+foreach(program ${ATTOGRAD_INSTALLED_PROGRAMS})
+  if(TARGET ${program})
+    add_dependencies(attograd_package ${program})
+  endif()
+endforeach()
 
 include(cmake/package.cmake)
