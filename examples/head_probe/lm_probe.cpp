@@ -7,12 +7,11 @@
 
 #include <fmt/format.h>
 
-#include <attograd/autograd/io/safetensors.h>
 #include <attograd/autograd/ops/loss.h>
 #include <attograd/data/dataset.h>
 #include <attograd/dist/communicator.h>
 #include "examples/common/cli.h"
-#include "examples/common/preflight.h"
+#include "examples/head_probe/probe_cli.h"
 #include "examples/lm/lm_checkpoint.h"
 #include "examples/lm/lm_task.h"
 
@@ -53,14 +52,6 @@ std::vector<int64_t> pruning_counts(int64_t n) {
   for (int64_t i = 0; i <= 10; ++i) ks.push_back((i * n + 5) / 10);  // round(i·n / 10), halves up
   return ks;
 }
-
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 nlohmann::json probe_lm(GPT& model, const std::vector<LMBatch>& batches, const ProbeOptions& o) {
   const auto start = std::chrono::steady_clock::now();
@@ -151,15 +142,10 @@ cxxopts::Options lm_options(const std::string& program) {
       ("text", "the text whose held-out tail is read (default: the checkpoint's training text)",
        cxxopts::value<std::string>()->default_value(""))
       ("eval-size", "held-out windows (0: all); the trainer's evaluation reads the first --eval-size",
-       cxxopts::value<int64_t>()->default_value("200"))
-      ("batch-size", "windows per batch; importance is the mean over batches of |dL/dxi|",
-       cxxopts::value<int64_t>()->default_value("32"))
-      ("random-orders", "random pruning orders beside the ranked ones", cxxopts::value<int64_t>()->default_value("5"))
-      ("seed", "seed of the random orders", cxxopts::value<uint64_t>()->default_value("1"))
-      ("out", "the JSON file to write", cxxopts::value<std::string>()->default_value(""))
-      ("threads", "compute threads (default: the cores this process may use; results are the same for any count)",
-       cxxopts::value<int>()->default_value(std::to_string(cli::usable_cores())))
-      ("h,help", "show this help");
+       cxxopts::value<int64_t>()->default_value("200"));
+  add_probe_flags(o, "windows",
+                  "compute threads (default: the cores this process may use; results are the same for any count)",
+                  cli::usable_cores());
   return o;
 }
 
@@ -168,25 +154,17 @@ cxxopts::Options lm_options(const std::string& program) {
 int lm_main(int argc, char** argv) {
   cxxopts::Options options = lm_options(argv[0]);
   const cxxopts::ParseResult r = cli::parse_flags(options, argc, argv);
-  if (r.count("help")) {
-    fmt::print("{}\n", options.help());
-    return 0;
-  }
-  if (!r.unmatched().empty())
-    fail<ValueError>("flags", "unexpected argument '{}'; hint: head_probe lm --help", r.unmatched().front());
+  const std::optional<ProbeFlags> f = read_probe_flags(options, r, "head_probe lm");
+  if (!f) return 0;
   const int64_t eval_size = cli::flag_in_range<int64_t>(r, "eval-size", 0, 10'000'000);
-  const int64_t batch = cli::flag_in_range<int64_t>(r, "batch-size", 1, 1 << 16);
   ProbeOptions po;
-  po.random_orders = cli::flag_in_range<int64_t>(r, "random-orders", 0, 1000);
-  po.seed = r["seed"].as<uint64_t>();
-  const std::string out = r["out"].as<std::string>();
-  if (out.empty()) fail<ValueError>("flags", "--out is required; hint: --out probe.json");
-  check_file_writable(out, "out");
+  po.random_orders = f->random_orders;
+  po.seed = f->seed;
 
   const auto start = std::chrono::steady_clock::now();
   LoadedLM l = load_lm_checkpoint(r["checkpoint"].as<std::string>());
   const LMHeldOut held = lm_heldout(l, r["text"].as<std::string>());
-  const std::vector<LMBatch> batches = heldout_batches(held.windows, eval_size, batch);
+  const std::vector<LMBatch> batches = heldout_batches(held.windows, eval_size, f->batch_size);
   nlohmann::json j = probe_lm(*l.model, batches, po);
   const GPTConfig& c = l.model->config;
   j["config"] = {{"heads", c.heads}, {"kv_heads", c.kv_head_count()}, {"layers", c.layers}, {"d_model", c.d_model},
@@ -196,14 +174,10 @@ int lm_main(int argc, char** argv) {
   j["text"] = held.shown;
   j["heldout"] = held.heldout;
   j["windows"] = (eval_size > 0 ? std::min(eval_size, held.windows.heldout_windows()) : held.windows.heldout_windows());
-  j["batch_size"] = batch;
-  j["random_seed"] = po.seed;
-  j["threads"] = r["threads"].as<int>();
-  j["seconds"]["wall"] = seconds_since(start);
-  write_file_atomic(out, j.dump(1) + "\n");
+  write_probe_json(j, *f, start);
   fmt::print("head_probe lm: {} heads, baseline loss {:.4f} on {} windows ({} tokens), {:.1f} s -> {}\n",
              c.layers * c.heads, j["baseline_loss"].get<double>(), j["windows"].get<int64_t>(),
-             j["tokens"].get<int64_t>(), j["seconds"]["wall"].get<double>(), out);
+             j["tokens"].get<int64_t>(), j["seconds"]["wall"].get<double>(), f->out);
   return 0;
 }
 

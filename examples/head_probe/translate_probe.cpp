@@ -6,13 +6,12 @@
 
 #include <fmt/format.h>
 
-#include <attograd/autograd/io/safetensors.h>
 #include <attograd/data/corpus.h>
 #include <attograd/data/gettext_corpus.h>
 #include <attograd/data/loader.h>
 #include "examples/common/cli.h"
-#include "examples/common/preflight.h"
 #include "examples/head_probe/lm_probe.h"
+#include "examples/head_probe/probe_cli.h"
 
 namespace attograd::app::probe {
 
@@ -22,10 +21,6 @@ namespace {
 
 constexpr AttentionType kTypes[] = {AttentionType::encoder_self, AttentionType::decoder_self,
                                     AttentionType::decoder_cross};
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -230,17 +225,11 @@ cxxopts::Options translate_options(const std::string& program) {
        cxxopts::value<std::string>()->default_value(""))
       ("split", "valid or test, of the checkpoint's own corpus", cxxopts::value<std::string>()->default_value("valid"))
       ("sentences", "the first N sentence pairs of the split (0: all)", cxxopts::value<int64_t>()->default_value("500"))
-      ("batch-size", "sentences per batch; importance is the mean over batches of |dL/dxi|",
-       cxxopts::value<int64_t>()->default_value("32"))
-      ("random-orders", "random pruning orders beside the ranked ones", cxxopts::value<int64_t>()->default_value("5"))
-      ("seed", "seed of the random orders", cxxopts::value<uint64_t>()->default_value("1"))
       ("data", "numbers: the corpus directory (default: the one beside the program)",
        cxxopts::value<std::string>()->default_value(""))
       ("locale-dir", "gettext: where the catalogs are",
-       cxxopts::value<std::string>()->default_value("/usr/share/locale"))
-      ("out", "the JSON file to write", cxxopts::value<std::string>()->default_value(""))
-      ("threads", "compute threads (results are the same for any count)", cxxopts::value<int>()->default_value("1"))
-      ("h,help", "show this help");
+       cxxopts::value<std::string>()->default_value("/usr/share/locale"));
+  add_probe_flags(o, "sentences", "compute threads (results are the same for any count)", 1);
   return o;
 }
 
@@ -249,22 +238,14 @@ cxxopts::Options translate_options(const std::string& program) {
 int translate_main(int argc, char** argv) {
   cxxopts::Options options = translate_options(argv[0]);
   const cxxopts::ParseResult r = cli::parse_flags(options, argc, argv);
-  if (r.count("help")) {
-    fmt::print("{}\n", options.help());
-    return 0;
-  }
-  if (!r.unmatched().empty())
-    fail<ValueError>("flags", "unexpected argument '{}'; hint: head_probe translate --help", r.unmatched().front());
+  const std::optional<ProbeFlags> f = read_probe_flags(options, r, "head_probe translate");
+  if (!f) return 0;
   const int64_t sentences = cli::flag_in_range<int64_t>(r, "sentences", 0, 10'000'000);
-  const int64_t batch = cli::flag_in_range<int64_t>(r, "batch-size", 1, 1 << 16);
   TranslateProbeOptions po;
-  po.random_orders = cli::flag_in_range<int64_t>(r, "random-orders", 0, 1000);
-  po.seed = r["seed"].as<uint64_t>();
+  po.random_orders = f->random_orders;
+  po.seed = f->seed;
   const std::string split = r["split"].as<std::string>();
   if (split != "valid" && split != "test") fail<ValueError>("flags", "--split must be valid or test, got '{}'", split);
-  const std::string out = r["out"].as<std::string>();
-  if (out.empty()) fail<ValueError>("flags", "--out is required; hint: --out probe.json");
-  check_file_writable(out, "out");
 
   const auto start = std::chrono::steady_clock::now();
   TrainedTranslator l = load_translator(r["checkpoint"].as<std::string>());
@@ -280,7 +261,7 @@ int translate_main(int argc, char** argv) {
       fail<ValueError>("head_probe translate", "{} pair {} has {} tokens; the model accepts at most {}; hint: "
                        "--sentences {} stops before it", text.name, i + 1, longest, l.model->config.max_len - 2, i);
   }
-  const std::vector<heads::AblationBatch> batches = first_batches(data, n, batch);
+  const std::vector<heads::AblationBatch> batches = first_batches(data, n, f->batch_size);
   nlohmann::json j = probe_translate(*l.model, batches, po);
   const TransformerConfig& c = l.model->config;
   j["config"] = {{"heads", c.heads}, {"kv_heads", c.decoder_kv_heads()}, {"enc_layers", c.enc_layers},
@@ -290,15 +271,11 @@ int translate_main(int argc, char** argv) {
   j["checkpoint"] = r["checkpoint"].as<std::string>();
   j["split"] = split;
   j["sentences"] = n;
-  j["batch_size"] = batch;
-  j["random_seed"] = po.seed;
-  j["threads"] = r["threads"].as<int>();
-  j["seconds"]["wall"] = seconds_since(start);
-  write_file_atomic(out, j.dump(1) + "\n");
+  write_probe_json(j, *f, start);
   fmt::print("head_probe translate: {} heads, baseline loss {:.4f} on {} sentences ({} target tokens), {:.1f} s "
              "-> {}\n",
              j["heads"].size(), j["baseline_loss"].get<double>(), n, j["tokens"].get<int64_t>(),
-             j["seconds"]["wall"].get<double>(), out);
+             j["seconds"]["wall"].get<double>(), f->out);
   return 0;
 }
 
