@@ -25,6 +25,7 @@ using attograd::testing::expect_one_line_error;
 using attograd::testing::read_text;
 using attograd::testing::run_program;
 using attograd::testing::TempDir;
+using attograd::testing::without_heads;
 using attograd::testing::write_text;
 
 namespace {
@@ -68,12 +69,6 @@ TinyLM tiny_lm(int64_t kv_heads = 4) {
   return t;
 }
 
-HeadMask without(const GPT& model, const std::vector<std::pair<std::string, int64_t>>& removed) {
-  HeadMask mask = full_head_mask(model);
-  for (const auto& [name, h] : removed) mask.at(name)[static_cast<size_t>(h)] = 0.0;
-  return mask;
-}
-
 }  // namespace
 
 TEST(HeadProbe, BaselineAblationPruningAndImportanceAgreeWithTheirDefinitions) {
@@ -95,7 +90,8 @@ TEST(HeadProbe, BaselineAblationPruningAndImportanceAgreeWithTheirDefinitions) {
   const auto& hs = j["heads"];
   ASSERT_EQ(hs.size(), 8u);
   for (const auto& h : hs) {
-    const double masked = masked_loss(*t.model, loss, without(*t.model, {{h["module"].get<std::string>(), h["head"].get<int64_t>()}}));
+    const HeadRef head{h["module"].get<std::string>(), h["head"].get<int64_t>()};
+    const double masked = masked_loss(*t.model, loss, without_heads(full_head_mask(*t.model), {head}));
     EXPECT_DOUBLE_EQ(h["ablation_loss"].get<double>(), masked) << h["module"] << " head " << h["head"];
     EXPECT_DOUBLE_EQ(h["ablation_delta"].get<double>(), masked - e.loss);
     EXPECT_NE(h["ablation_delta"].get<double>(), 0.0);
@@ -120,7 +116,7 @@ TEST(HeadProbe, BaselineAblationPruningAndImportanceAgreeWithTheirDefinitions) {
   // the model with every head masked (each block left with its residual path).
   const auto& p = j["pruning"];
   EXPECT_EQ(p["removed"], nlohmann::json({0, 1, 2, 2, 3, 4, 5, 6, 6, 7, 8}));
-  const double headless = masked_loss(*t.model, loss, without(*t.model, [&] {
+  const double headless = masked_loss(*t.model, loss, without_heads(full_head_mask(*t.model), [&] {
     std::vector<std::pair<std::string, int64_t>> all;
     for (const auto& h : hs) all.emplace_back(h["module"].get<std::string>(), h["head"].get<int64_t>());
     return all;

@@ -26,6 +26,7 @@ using attograd::testing::expect_one_line_error;
 using attograd::testing::read_text;
 using attograd::testing::run_program;
 using attograd::testing::TempDir;
+using attograd::testing::without_heads;
 using attograd::testing::write_text;
 
 namespace {
@@ -61,12 +62,6 @@ VectorDataset pairs(int64_t n) {
     d.add(e);
   }
   return d;
-}
-
-HeadMask without(const Module& model, const std::vector<HeadRef>& removed) {
-  HeadMask mask = full_head_mask(model);
-  for (const auto& [name, h] : removed) mask.at(name)[static_cast<size_t>(h)] = 0.0;
-  return mask;
 }
 
 }  // namespace
@@ -110,7 +105,8 @@ TEST(HeadProbeTranslate, AblationPruningAndImportanceAgreeWithTheirDefinitions) 
     of_type[type].emplace_back(module, h["head"].get<int64_t>());
     norm2[module] += std::pow(h["importance_normalized"].get<double>(), 2);
     // An ablation is the loss with exactly that head's mask.
-    const double masked = masked_loss(*model, loss, without(*model, {{module, h["head"].get<int64_t>()}}));
+    const double masked =
+        masked_loss(*model, loss, without_heads(full_head_mask(*model), {{module, h["head"].get<int64_t>()}}));
     EXPECT_NEAR(h["ablation_loss"].get<double>(), masked, 1e-12) << module;
     EXPECT_NEAR(h["ablation_delta"].get<double>(), masked - base, 1e-12);
     EXPECT_EQ(h.contains("diagonal"), type == "decoder_cross");
@@ -131,7 +127,7 @@ TEST(HeadProbeTranslate, AblationPruningAndImportanceAgreeWithTheirDefinitions) 
     const auto& p = by_type.at(type);
     EXPECT_EQ(p["heads"].get<size_t>(), heads.size());
     EXPECT_EQ(p["removed"].back().get<size_t>(), heads.size());
-    const double all_removed = masked_loss(*model, loss, without(*model, heads));
+    const double all_removed = masked_loss(*model, loss, without_heads(full_head_mask(*model), heads));
     ASSERT_EQ(p["orders"].size(), 6u);  // importance, importance_normalized, ablation, random-1..3
     for (const auto& o : p["orders"]) {
       EXPECT_NEAR(o["loss"].front().get<double>(), base, 1e-12);
@@ -158,7 +154,7 @@ TEST(HeadProbeTranslate, AblationPruningAndImportanceAgreeWithTheirDefinitions) 
   // The global curves reach the model without any head.
   const auto& global = j["pruning"]["global"];
   EXPECT_EQ(global["heads"], 12);
-  const double headless = masked_loss(*model, loss, without(*model, [&] {
+  const double headless = masked_loss(*model, loss, without_heads(full_head_mask(*model), [&] {
     std::vector<HeadRef> all;
     for (const auto& [type, heads] : of_type) all.insert(all.end(), heads.begin(), heads.end());
     return all;

@@ -8,10 +8,12 @@
 #include <exception>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -112,6 +114,15 @@ inline Tensor randn_leaf(const Shape& s, uint64_t seed, DType dt = DType::f64) {
 inline Tensor uniform_leaf(const Shape& s, uint64_t seed, double lo = -2, double hi = 2, DType dt = DType::f64) {
   Generator gen(seed);
   return Tensor::uniform(s, lo, hi, gen, dt).requires_grad_();
+}
+
+// `mask` (one factor per head of each attention module, as heads::HeadMask in
+// examples/heads_study/head_stats.h) with the heads `removed`, (module, head)
+// pairs, set to 0: the mask of an ablation, or of a pruned model.
+inline std::map<std::string, std::vector<double>> without_heads(
+    std::map<std::string, std::vector<double>> mask, const std::vector<std::pair<std::string, int64_t>>& removed) {
+  for (const auto& [name, h] : removed) mask.at(name)[static_cast<size_t>(h)] = 0.0;
+  return mask;
 }
 
 // ---- checks ------------------------------------------------------------------------------
