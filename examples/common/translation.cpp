@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include <attograd/data/bleu.h>
+#include <attograd/data/corpus.h>
+#include <attograd/data/gettext_corpus.h>
 #include <attograd/autograd/io/safetensors.h>
 #include "examples/common/number_words.h"
 #include "examples/common/checkpoint_model.h"
@@ -19,6 +21,7 @@ namespace attograd::app {
 namespace {
 
 constexpr const char* kSubwordTokenizer = "sentencepiece";
+constexpr const char* kGettextCorpus = "gettext";  // translate's --corpus gettext
 
 // A language name as it goes into file names and messages: letters, digits, '-' and '_', 1 to 16 of them.
 void check_language(const std::string& name, const char* flag) {
@@ -325,6 +328,30 @@ uint32_t pairs_crc32(const ParallelText& text) {
                                         std::string_view(text.targets[static_cast<size_t>(i)]), std::string_view("\n")})
       crc = ::crc32(crc, reinterpret_cast<const Bytef*>(part.data()), static_cast<uInt>(part.size()));
   return static_cast<uint32_t>(crc);
+}
+
+TextCorpus read_text_corpus(const TranslationTask& task, const std::string& locale_dir) {
+  TextCorpus c;
+  if (task.corpus_name == kGettextCorpus) {
+    GettextCorpusOptions go;
+    go.locale_root = locale_dir;
+    go.language = task.lang;
+    go.seed = task.split_seed;
+    go.valid_size = task.valid_size;
+    go.test_size = task.test_size;
+    GettextCorpus g = load_gettext_corpus(go);
+    c.manifest = g.manifest_text();
+    c.train = std::move(g.train);
+    c.valid = std::move(g.valid);
+    c.test = std::move(g.test);
+  } else {
+    CorpusSplits s = read_corpus_dir(task.corpus_name, task.source, task.lang, task.valid_size, task.test_size,
+                                     task.split_seed);
+    c.train = std::move(s.train);
+    c.valid = std::move(s.valid);
+    c.test = std::move(s.test);
+  }
+  return c;
 }
 
 int64_t longest_sequence(const std::vector<const VectorDataset*>& sets) {

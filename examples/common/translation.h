@@ -127,6 +127,16 @@ TrainedTranslator load_translator(const std::string& checkpoint);
 // zlib's CRC-32 of the pairs as "source\ttarget\n" lines, in order: the identity of a corpus part.
 uint32_t pairs_crc32(const ParallelText& text);
 
+// A text task's sentence pairs in their three parts, from the gettext catalogs
+// under locale_dir (task.corpus_name "gettext", attograd/data/gettext_corpus.h)
+// or the directory task.corpus_name (read_corpus_dir, attograd/data/corpus.h),
+// valid and test cut by the task's valid_size, test_size and split_seed.
+struct TextCorpus {
+  ParallelText train, valid, test;
+  std::string manifest;  // gettext: what each catalog gave; empty for a directory
+};
+TextCorpus read_text_corpus(const TranslationTask& task, const std::string& locale_dir);
+
 // Longest source or target (tokens) over the datasets: the model's max_len must exceed it by 2 (BOS/EOS).
 int64_t longest_sequence(const std::vector<const VectorDataset*>& sets);
 

@@ -6,8 +6,6 @@
 
 #include <fmt/format.h>
 
-#include <attograd/data/corpus.h>
-#include <attograd/data/gettext_corpus.h>
 #include <attograd/data/loader.h>
 #include "examples/common/cli.h"
 #include "examples/head_probe/lm_probe.h"
@@ -58,31 +56,13 @@ ParallelText checkpoint_split(const TranslationTask& task, const std::string& sp
   if (split != "valid" && split != "test")
     fail<ValueError>("flags", "--split must be valid or test, got '{}'", split);
   if (!task.is_text()) return read_split(data_dir.empty() ? default_corpus_dir() : data_dir, split, task.lang);
-  ParallelText train, valid, test;
-  if (task.corpus_name == "gettext") {
-    GettextCorpusOptions go;
-    go.locale_root = locale_dir;
-    go.language = task.lang;
-    go.seed = task.split_seed;
-    go.valid_size = task.valid_size;
-    go.test_size = task.test_size;
-    GettextCorpus g = load_gettext_corpus(go);
-    train = std::move(g.train);
-    valid = std::move(g.valid);
-    test = std::move(g.test);
-  } else {
-    CorpusSplits s = read_corpus_dir(task.corpus_name, task.source, task.lang, task.valid_size, task.test_size,
-                                     task.split_seed);
-    train = std::move(s.train);
-    valid = std::move(s.valid);
-    test = std::move(s.test);
-  }
-  if (pairs_crc32(train) != task.train_crc)
+  TextCorpus c = read_text_corpus(task, locale_dir);
+  if (pairs_crc32(c.train) != task.train_crc)
     fail<ValueError>("head_probe translate", "the corpus's training part is not the one the checkpoint trained on "
                      "(CRC-32 {:08x}, the checkpoint's {:08x}), so its {} part may hold training pairs; hint: the "
                      "catalogs under --locale-dir (or the corpus directory) must be the ones training read",
-                     pairs_crc32(train), task.train_crc, split);
-  return split == "valid" ? std::move(valid) : std::move(test);
+                     pairs_crc32(c.train), task.train_crc, split);
+  return split == "valid" ? std::move(c.valid) : std::move(c.test);
 }
 
 namespace {

@@ -29,7 +29,6 @@
 
 #include <attograd/data/bleu.h>
 #include <attograd/data/corpus.h>
-#include <attograd/data/gettext_corpus.h>
 #include <attograd/data/parallel.h>
 #include <attograd/dist/communicator.h>
 #include <attograd/dist/reducer.h>
@@ -248,26 +247,13 @@ Corpus read_corpus(const cxxopts::ParseResult& r, bool joint, const TranslationT
   c.task.valid_size = given("valid-size") ? cli::flag_in_range<int64_t>(r, "valid-size", 1, 10'000'000) : saved->valid_size;
   c.task.test_size = given("test-size") ? cli::flag_in_range<int64_t>(r, "test-size", 1, 10'000'000) : saved->test_size;
   c.task.split_seed = given("split-seed") ? r["split-seed"].as<uint64_t>() : saved->split_seed;
-  if (corpus == kGettext) {
-    if (src != "en")
-      fail<ValueError>("flags", "the gettext catalogs translate from English: --src must be en, got {}", src);
-    GettextCorpusOptions go;
-    go.locale_root = r["locale-dir"].as<std::string>();
-    go.language = tgt;
-    go.seed = c.task.split_seed;
-    go.valid_size = c.task.valid_size;
-    go.test_size = c.task.test_size;
-    GettextCorpus g = load_gettext_corpus(go);
-    c.manifest = g.manifest_text();
-    c.train = std::move(g.train);
-    c.valid = std::move(g.valid);
-    c.test = std::move(g.test);
-  } else {
-    CorpusSplits s = read_corpus_dir(corpus, src, tgt, c.task.valid_size, c.task.test_size, c.task.split_seed);
-    c.train = std::move(s.train);
-    c.valid = std::move(s.valid);
-    c.test = std::move(s.test);
-  }
+  if (corpus == kGettext && src != "en")
+    fail<ValueError>("flags", "the gettext catalogs translate from English: --src must be en, got {}", src);
+  TextCorpus t = read_text_corpus(c.task, r["locale-dir"].as<std::string>());
+  c.train = std::move(t.train);
+  c.valid = std::move(t.valid);
+  c.test = std::move(t.test);
+  c.manifest = std::move(t.manifest);
   c.task.train_crc = pairs_crc32(c.train);
   return c;
 }
