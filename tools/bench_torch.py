@@ -176,6 +176,30 @@ def prefix(torch, mode, name, threads, kernel):
             f"omp_wait={os.environ.get('OMP_WAIT_POLICY', 'unset')} interop={torch.get_num_interop_threads()}")
 
 
+def train_step_ms(torch, loss_of, opt, batches, warmup, steps):
+    """The median milliseconds of a training step (forward, backward, optimizer
+    step, gradients released) over `steps` steps after `warmup` untimed ones,
+    cycling through batches; loss_of(batch) gives the loss."""
+    times = []
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        loss_of(batches[i % len(batches)]).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        dt = (time.perf_counter() - t0) * 1e3
+        if i >= warmup:
+            times.append(dt)
+    return statistics.median(times)
+
+
+def train_line(torch, name, threads, kernel, c, steps, step_ms, tail=""):
+    """The train row scripts/bench's table reads (tail: extra key=value fields it ignores)."""
+    tokens = c["batch"] * c["len"]
+    print(f"{prefix(torch, 'train', name, threads, kernel)} steps={steps} step_ms={step_ms:.3f} "
+          f"tok_s={tokens / (step_ms / 1e3):.0f} gflops={3 * forward_flops(c, name) / (step_ms / 1e3) / 1e9:.2f} "
+          f"peak_rss_mb={peak_rss_mb():.1f}{' ' + tail if tail else ''}", flush=True)
+
+
 def bench_train(torch, tt, lib, name, threads, warmup, steps, seed, kernel):
     c = CONFIGS[name]
     set_threads(torch, lib, threads)
@@ -184,20 +208,8 @@ def bench_train(torch, tt, lib, name, threads, warmup, steps, seed, kernel):
     opt = torch.optim.Adam(model.parameters())
     gen = torch.Generator().manual_seed(seed)
     batches = [make_windows(torch, c, gen) if name == "lm" else make_batch(torch, c, gen) for _ in range(8)]
-    times = []
-    for i in range(warmup + steps):
-        t0 = time.perf_counter()
-        train_loss(torch, model, name, c, batches[i % len(batches)]).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        dt = (time.perf_counter() - t0) * 1e3
-        if i >= warmup:
-            times.append(dt)
-    step_ms = statistics.median(times)
-    tokens = c["batch"] * c["len"]
-    print(f"{prefix(torch, 'train', name, threads, kernel)} steps={steps} step_ms={step_ms:.3f} "
-          f"tok_s={tokens / (step_ms / 1e3):.0f} gflops={3 * forward_flops(c, name) / (step_ms / 1e3) / 1e9:.2f} "
-          f"peak_rss_mb={peak_rss_mb():.1f}", flush=True)
+    step_ms = train_step_ms(torch, lambda b: train_loss(torch, model, name, c, b), opt, batches, warmup, steps)
+    train_line(torch, name, threads, kernel, c, steps, step_ms)
 
 
 def greedy_no_cache(torch, model, src, length):
@@ -209,6 +221,22 @@ def greedy_no_cache(torch, model, src, length):
     return tokens
 
 
+def decode_lines(torch, name, threads, kernel, decode, batch, lengths, repeats, tail=""):
+    """Times decode(length) (greedy, no cache) `repeats` times per length after one
+    short warm-up, and prints the decode rows scripts/bench's table reads."""
+    decode(4)
+    for length in lengths:
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            decode(length)
+            times.append((time.perf_counter() - t0) * 1e3)
+        t = statistics.median(times)
+        print(f"{prefix(torch, 'decode', name, threads, kernel)} batch={batch} len={length} cache=no ms={t:.3f} "
+              f"tok_s={batch * length / (t / 1e3):.0f} peak_rss_mb={peak_rss_mb():.1f}{' ' + tail if tail else ''}",
+              flush=True)
+
+
 def bench_decode(torch, tt, lib, name, threads, batch, lengths, repeats, seed, kernel):
     c = CONFIGS[name]
     set_threads(torch, lib, threads)
@@ -216,16 +244,8 @@ def bench_decode(torch, tt, lib, name, threads, batch, lengths, repeats, seed, k
     gen = torch.Generator().manual_seed(seed)
     src = make_batch(torch, c, gen, batch)[0]
     with torch.no_grad():
-        greedy_no_cache(torch, model, src, 4)  # warm-up
-        for length in lengths:
-            times = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                greedy_no_cache(torch, model, src, length)
-                times.append((time.perf_counter() - t0) * 1e3)
-            t = statistics.median(times)
-            print(f"{prefix(torch, 'decode', name, threads, kernel)} batch={batch} len={length} cache=no ms={t:.3f} "
-                  f"tok_s={batch * length / (t / 1e3):.0f} peak_rss_mb={peak_rss_mb():.1f}", flush=True)
+        decode_lines(torch, name, threads, kernel, lambda n: greedy_no_cache(torch, model, src, n), batch, lengths,
+                     repeats)
 
 
 def override_shape(ap, args):
@@ -255,8 +275,8 @@ def int_list(s):
     return vals
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_bench_flags(ap):
+    """The flags of this script, which tools/bench_torch_fast.py takes too."""
     ap.add_argument("--config", choices=["tiny", "base", "lm", "all"], default="all")
     ap.add_argument("--threads", type=int_list, default=[1, 2])
     ap.add_argument("--warmup", type=int, default=5)
@@ -271,10 +291,20 @@ def main():
     ap.add_argument("--decode-batch", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
+
+
+def check_bench_flags(ap, args):
+    """add_bench_flags' values checked, and the shape overrides applied to CONFIGS."""
     if args.steps < 1 or args.warmup < 0 or args.repeats < 1:
         ap.error("need --steps >= 1, --warmup >= 0, --repeats >= 1")
     override_shape(ap, args)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_bench_flags(ap)
+    args = ap.parse_args()
+    check_bench_flags(ap, args)
 
     lib = openblas()
     ensure_environment(lib, max(args.threads))  # before torch loads (may re-execute this script once)

@@ -47,9 +47,7 @@ cross-entropy with ignore_index=PAD, as the twin's bench (no label smoothing).
 import argparse
 import math
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_torch as bt  # noqa: E402  (imports no torch: the environment is set before torch loads)
@@ -177,10 +175,6 @@ def make_optimizer(torch, model):
     return torch.optim.Adam(model.parameters(), foreach=FOREACH[0])
 
 
-def prefix(torch, mode, name, threads, kernel):
-    return bt.prefix(torch, mode, name, threads, kernel)
-
-
 def suffix():
     """Ends every line (tools/bench_table.py keys rows by other fields and ignores these)."""
     return f"form=stock foreach={'on' if FOREACH[0] else 'off'}"
@@ -194,20 +188,8 @@ def bench_train(torch, F, tt, classes, lib, name, threads, warmup, steps, seed, 
     opt = make_optimizer(torch, model)
     gen = torch.Generator().manual_seed(seed)
     batches = [seq_first(torch, c, name, gen) for _ in range(8)]
-    times = []
-    for i in range(warmup + steps):
-        t0 = time.perf_counter()
-        train_loss(F, model, name, c, batches[i % len(batches)]).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        dt = (time.perf_counter() - t0) * 1e3
-        if i >= warmup:
-            times.append(dt)
-    step_ms = statistics.median(times)
-    tokens = c["batch"] * c["len"]
-    print(f"{prefix(torch, 'train', name, threads, kernel)} steps={steps} step_ms={step_ms:.3f} "
-          f"tok_s={tokens / (step_ms / 1e3):.0f} gflops={3 * bt.forward_flops(c, name) / (step_ms / 1e3) / 1e9:.2f} "
-          f"peak_rss_mb={bt.peak_rss_mb():.1f} {suffix()}", flush=True)
+    step_ms = bt.train_step_ms(torch, lambda b: train_loss(F, model, name, c, b), opt, batches, warmup, steps)
+    bt.train_line(torch, name, threads, kernel, c, steps, step_ms, suffix())
 
 
 def greedy_no_cache(torch, model, src, length):
@@ -226,16 +208,8 @@ def bench_decode(torch, tt, classes, lib, name, threads, batch, lengths, repeats
     gen = torch.Generator().manual_seed(seed)
     src = seq_first(torch, c, name, gen, batch)[0]
     with torch.inference_mode():
-        greedy_no_cache(torch, model, src, 4)  # warm-up
-        for length in lengths:
-            times = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                greedy_no_cache(torch, model, src, length)
-                times.append((time.perf_counter() - t0) * 1e3)
-            t = statistics.median(times)
-            print(f"{prefix(torch, 'decode', name, threads, kernel)} batch={batch} len={length} cache=no ms={t:.3f} "
-                  f"tok_s={batch * length / (t / 1e3):.0f} peak_rss_mb={bt.peak_rss_mb():.1f} {suffix()}", flush=True)
+        bt.decode_lines(torch, name, threads, kernel, lambda n: greedy_no_cache(torch, model, src, n), batch,
+                        lengths, repeats, suffix())
 
 
 def check(torch, F, tt, classes, seed):
@@ -298,28 +272,13 @@ def check(torch, F, tt, classes, seed):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", choices=["tiny", "base", "lm", "all"], default="all")
-    ap.add_argument("--threads", type=bt.int_list, default=[1, 2])
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--d-model", type=int, help="override the config's d_model; d_ff becomes 4 x d_model")
-    ap.add_argument("--len", type=int, help="override the config's sequence length (2..256)")
-    ap.add_argument("--batch", type=int, help="override the config's batch")
-    ap.add_argument("--mkldnn", choices=["on", "off"], default="on",
-                    help="torch.backends.mkldnn.enabled (PyTorch's default: on)")
-    ap.add_argument("--decode", action="store_true", help="time greedy decoding on the base model")
-    ap.add_argument("--lengths", type=bt.int_list, default=[32, 128])
-    ap.add_argument("--decode-batch", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=1)
+    bt.add_bench_flags(ap)
     ap.add_argument("--foreach", choices=["on", "off"], default="on",
                     help="Adam's foreach implementation (torch 1.13's default on the CPU: off)")
     ap.add_argument("--check", action="store_true",
                     help="3 steps of tiny: the loss is finite, falls, and equals the twin's")
     args = ap.parse_args()
-    if args.steps < 1 or args.warmup < 0 or args.repeats < 1:
-        ap.error("need --steps >= 1, --warmup >= 0, --repeats >= 1")
-    bt.override_shape(ap, args)
+    bt.check_bench_flags(ap, args)
     FOREACH[0] = args.foreach == "on"
 
     lib = bt.openblas()
