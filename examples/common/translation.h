@@ -135,6 +135,7 @@ struct TextCorpus {
   ParallelText train, valid, test;
   std::string manifest;  // gettext: what each catalog gave; empty for a directory
 };
+// Reads task's corpus into its three parts, as TextCorpus describes.
 TextCorpus read_text_corpus(const TranslationTask& task, const std::string& locale_dir);
 
 // Longest source or target (tokens) over the datasets: the model's max_len must exceed it by 2 (BOS/EOS).
