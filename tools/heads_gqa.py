@@ -11,7 +11,9 @@ For each seed's multi-head run at H = grid.gqa_heads and each G of the grid:
   grid's warmup, then a constant lr), mean pooling at the training lr and at a
   tenth of it, first-head pooling at the training lr;
 - the control for "more training alone": the multi-head model itself trained
-  the same extra steps the same way.
+  the same extra steps the same way, at each learning rate (a tenth of the
+  lr lowers the loss of any model after a constant-lr run, converted or not,
+  so each uptraining is paired with the control at its own lr).
 One uptraining run of 20% of the grid's steps gives the 5%, 10% and 20%
 budgets from its evaluations: after the warmup the lr is constant, so the run
 at step 150 is the run a 150-step budget would have made.
@@ -48,8 +50,14 @@ def variants(grid: Grid):
         for scale in LR_SCALES:
             out.append((f"G{G}-mean-lr{scale:g}", G, "mean", scale))
         out.append((f"G{G}-first-lr1", G, "first", 1.0))
-    out.append((f"G{grid.gqa_heads}-control-lr1", grid.gqa_heads, None, 1.0))
+    for scale in LR_SCALES:
+        out.append((control_name(grid, scale), grid.gqa_heads, None, scale))
     return out
+
+
+def control_name(grid: Grid, scale):
+    """The multi-head control uptrained at `scale` times the training lr."""
+    return f"G{grid.gqa_heads}-control-lr{scale:g}"
 
 
 def uptrain_steps(grid: Grid):
@@ -186,7 +194,6 @@ def analyse_gqa(grid: Grid, out):
             if run_status(grid, r, out) == "complete":
                 ref.setdefault(G, {})[seed] = eval_records(read_log(Path(out) / "runs" / r["id"] / "log.jsonl"))[-1][
                     "eval_loss"]
-    control = f"G{grid.gqa_heads}-control-lr1"
     rows = []
     for name, G, pool, scale in variants(grid):
         row = dict(variant=name, G=G, pool=pool or "none (multi-head control)", lr=training_lr(grid) * scale,
@@ -197,6 +204,8 @@ def analyse_gqa(grid: Grid, out):
                 row["loss"][s] = _ci(v)
         if pool is not None:
             last = steps[-1]
+            control = control_name(grid, scale)
+            row["control"] = control
             row["vs_control"] = {s: _paired(loss.get((control, s), {}), loss.get((name, s), {})) for s in steps}
             row["vs_scratch"] = _paired(ref.get(G, {}), loss.get((name, last), {}))
             row["vs_mha"] = {s: _paired(ref.get(grid.gqa_heads, {}), loss.get((name, s), {})) for s in (0, *steps)}
@@ -227,8 +236,8 @@ def markdown(res):
     L = ["## GQA conversion (Ainslie et al. 2023) with controls", "",
          f"The H = {res['heads']} multi-head model of each seed after {res['grid_steps']} steps, converted to G K/V "
          f"heads and uptrained {res['uptrain_steps']} steps (warmup {res['warmup']}, then a constant lr); the "
-         "budgets are read from the same run. Held-out loss, mean [95% t] (n seeds). The multi-head control is "
-         "the source model trained the same extra steps the same way.", ""]
+         "budgets are read from the same run. Held-out loss, mean [95% t] (n seeds). The multi-head controls are "
+         "the source model trained the same extra steps the same way, at each lr.", ""]
     if res["mha"]:
         L.append(f"Multi-head source (H = G = {res['heads']}, {res['grid_steps']} steps): {res['mha']['text']}.")
     for G, v in res["scratch"].items():
@@ -239,15 +248,15 @@ def markdown(res):
         cells = [r["loss"].get(s, {}).get("text", "-") for s in (0, *st)]
         L.append(f"| {r['variant']} | {r['lr']:g} | " + " | ".join(cells) + " |")
     L += ["", "Paired by seed (b - a, held-out loss): uptrained GQA against the multi-head control at the same "
-          "budget, and at the largest budget against GQA from scratch.", "",
-          "| variant | " + " | ".join(f"minus the control, {s} steps" for s in st) + " | minus GQA from scratch |",
-          "|---|" + "---|" * (len(st) + 1)]
+          "lr and budget, and at the largest budget against GQA from scratch.", "",
+          "| variant | control | " + " | ".join(f"minus the control, {s} steps" for s in st) +
+          " | minus GQA from scratch |", "|---|---|" + "---|" * (len(st) + 1)]
     for r in res["rows"]:
         if "vs_control" not in r:
             continue
         cells = [(r["vs_control"].get(s) or {}).get("text", "-") for s in st]
         cells.append((r["vs_scratch"] or {}).get("text", "-"))
-        L.append(f"| {r['variant']} | " + " | ".join(cells) + " |")
+        L.append(f"| {r['variant']} | {r['control']} | " + " | ".join(cells) + " |")
     return "\n".join(L) + "\n"
 
 
