@@ -21,7 +21,6 @@ namespace attograd::app {
 namespace {
 
 constexpr const char* kSubwordTokenizer = "sentencepiece";
-constexpr const char* kGettextCorpus = "gettext";  // translate's --corpus gettext
 
 // A language name as it goes into file names and messages: letters, digits, '-' and '_', 1 to 16 of them.
 void check_language(const std::string& name, const char* flag) {

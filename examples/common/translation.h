@@ -127,8 +127,11 @@ TrainedTranslator load_translator(const std::string& checkpoint);
 // zlib's CRC-32 of the pairs as "source\ttarget\n" lines, in order: the identity of a corpus part.
 uint32_t pairs_crc32(const ParallelText& text);
 
+// translate's --corpus name of the built-in gettext catalogs corpus.
+inline constexpr const char* kGettextCorpus = "gettext";
+
 // A text task's sentence pairs in their three parts, from the gettext catalogs
-// under locale_dir (task.corpus_name "gettext", attograd/data/gettext_corpus.h)
+// under locale_dir (task.corpus_name kGettextCorpus, attograd/data/gettext_corpus.h)
 // or the directory task.corpus_name (read_corpus_dir, attograd/data/corpus.h),
 // valid and test cut by the task's valid_size, test_size and split_seed.
 struct TextCorpus {

@@ -44,9 +44,8 @@ using namespace attograd::app;
 
 namespace {
 
-// --corpus: a built-in corpus by name, or a directory of the user's files.
+// --corpus: a built-in corpus by name (kNumbers, kGettextCorpus), or a directory of the user's files.
 constexpr const char* kNumbers = "numbers";
-constexpr const char* kGettext = "gettext";
 
 // Whether argv asks for a text corpus: the defaults (and --help) differ from the number task's.
 bool wants_text_corpus(int argc, char** argv) {
@@ -129,7 +128,7 @@ void add_corpus_flags(cxxopts::Options& o, bool text) {
   o.add_options("data")
       ("corpus", "numbers (English number words, data/numbers), gettext (this machine's translated program messages, "
        "/usr/share/locale) or a directory of your own pairs (train.tsv, or train.SRC and train.TGT; valid and test "
-       "files optional)", cxxopts::value<std::string>()->default_value(text ? kGettext : kNumbers))
+       "files optional)", cxxopts::value<std::string>()->default_value(text ? kGettextCorpus : kNumbers))
       ("src", "source language (text corpora: a name; gettext: en)", cxxopts::value<std::string>()->default_value("en"))
       ("tgt", "target language (numbers: fr, de or es, whose default --steps are 1200, 3000 and 2000; gettext: a "
        "/usr/share/locale directory such as fr, de, ko)",
@@ -247,7 +246,7 @@ Corpus read_corpus(const cxxopts::ParseResult& r, bool joint, const TranslationT
   c.task.valid_size = given("valid-size") ? cli::flag_in_range<int64_t>(r, "valid-size", 1, 10'000'000) : saved->valid_size;
   c.task.test_size = given("test-size") ? cli::flag_in_range<int64_t>(r, "test-size", 1, 10'000'000) : saved->test_size;
   c.task.split_seed = given("split-seed") ? r["split-seed"].as<uint64_t>() : saved->split_seed;
-  if (corpus == kGettext && src != "en")
+  if (corpus == kGettextCorpus && src != "en")
     fail<ValueError>("flags", "the gettext catalogs translate from English: --src must be en, got {}", src);
   TextCorpus t = read_text_corpus(c.task, r["locale-dir"].as<std::string>());
   c.train = std::move(t.train);
