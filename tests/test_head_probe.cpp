@@ -176,6 +176,9 @@ TEST(HeadProbe, NextTokenMassOfAHeadWithoutTheCausalMask) {
   EXPECT_DOUBLE_EQ(r[0].previous, 0.0);
   EXPECT_DOUBLE_EQ(r[1].next, 0.25 * 3 / 4);
   EXPECT_DOUBLE_EQ(r[1].previous, 0.25 * 3 / 4);
+  // Reading ahead by two: rows 0 and 1 have a key t + 2, each with a quarter of its mass.
+  EXPECT_EQ(r[1].offset, 2);  // keys t - 2 (rows 2, 3) weigh the same as t + 2: the tie keeps the one behind
+  EXPECT_DOUBLE_EQ(r[1].offset_mass, 0.25 * 2 / 4);
 }
 
 // On hand-made weights over the tokens a b c a b c (T = 6, causal): head 0
@@ -210,6 +213,12 @@ TEST(HeadProbe, AttentionStatisticsOfPreviousTokenAndInductionHeads) {
   EXPECT_DOUBLE_EQ(r[1].first, 3.0 / rows);
   EXPECT_DOUBLE_EQ(r[1].mean_distance, (0 + 1 + 2 + 2 + 2 + 2) / rows);
   EXPECT_DOUBLE_EQ(r[1].entropy, 0.0);
+  // Head 1 reads two back at rows 2..5 (row 2's position 0 is t - 2); head 0
+  // has no mass at |k| >= 2, so its best offset is the nearest behind, at 0.
+  EXPECT_EQ(r[1].offset, 2);
+  EXPECT_DOUBLE_EQ(r[1].offset_mass, 4.0 / rows);
+  EXPECT_EQ(r[0].offset, 2);
+  EXPECT_DOUBLE_EQ(r[0].offset_mass, 0.0);
   // Tokens that do not match the weights' rows are refused.
   attograd::testing::expect_error<ShapeError>(
       [&] { st.add("attn", Tensor::from_vector(w, {1, 2, T, T}, DType::f64), Tensor(), Tensor(), true,

@@ -8,8 +8,8 @@ then read them:
   orders); per H the held-out loss increase at each removed fraction with
   t-intervals over seeds, and the orders compared paired by run;
 - roles: what each head attends to (previous token, itself, the first position
-  of the window, induction: the token after an earlier occurrence of the
-  current one), each head labelled by the role it scores highest on over a
+  of the window, a fixed offset of 2 to 8 tokens, induction: the token after
+  an earlier occurrence of the current one), each head labelled by the role it scores highest on over a
   stated level; per H the heads of each role, and whether roles recur across
   seeds (heads_stats.recurrence_baseline: random matching and shuffled roles);
 - importance against ablation: Spearman's rho per run, raw and normalised.
@@ -36,15 +36,17 @@ ORDER_NAMES = {"importance": "raw importance", "importance_normalized": "normali
 # A head's role scores (the columns of the recurrence matrices), each higher
 # when the head does more of it: its mass on the previous token, on itself, on
 # the next position (0 under a causal mask: the no-mask control's reading
-# ahead), on the first position; induction mass above its own chance level (uniform
+# ahead), on the first position, on its best fixed offset 2 <= |t - s| <= 8
+# (Clark et al. 2019's baseline; "offset" in probe.json says which k); induction
+# mass above its own chance level (uniform
 # attention over the keys it sees), so an even spread scores 0; for a
 # cross-attention head, its mass near the monotone diagonal (round(t·S/T) ± 1)
 # and on the last source position (a "no-op" sink); focus (the mean largest
 # weight of a row) and breadth (entropy over its ceiling, log of the keys seen).
 # Each kind of attention has the roles its statistics define.
-SELF_ROLES = ("previous_token", "self", "next_token", "first_position", "induction", "focus", "breadth")
+SELF_ROLES = ("previous_token", "self", "next_token", "first_position", "offset", "induction", "focus", "breadth")
 ROLE_SETS = {"lm": SELF_ROLES, "decoder_self": SELF_ROLES,
-             "encoder_self": ("previous_token", "self", "next_token", "first_position", "focus", "breadth"),
+             "encoder_self": ("previous_token", "self", "next_token", "first_position", "offset", "focus", "breadth"),
              "decoder_cross": ("diagonal", "last_source", "focus", "breadth")}
 ROLES = SELF_ROLES
 # A head's label: the first role of its set whose score reaches its level.
@@ -52,10 +54,11 @@ ROLES = SELF_ROLES
 # chance (the text's repeats are few); "focused" is a head that puts half its
 # mass on one key that is none of the kinds above; "broad" spreads to 70% of the
 # uniform entropy; "mixed" does none of these.
-ROLE_LEVELS = {"previous_token": 0.5, "self": 0.5, "next_token": 0.5, "first_position": 0.5, "induction": 0.3,
+ROLE_LEVELS = {"previous_token": 0.5, "self": 0.5, "next_token": 0.5, "first_position": 0.5, "offset": 0.5,
+               "induction": 0.3,
                "diagonal": 0.5, "last_source": 0.5, "focus": 0.5, "breadth": 0.7}
 LABELS = {"previous_token": "previous token", "self": "self", "next_token": "next token",
-          "first_position": "first position",
+          "first_position": "first position", "offset": "fixed offset",
           "induction": "induction", "diagonal": "diagonal", "last_source": "last source (sink)",
           "focus": "focused elsewhere", "breadth": "broad"}
 KIND_NAMES = {"lm": "causal self-attention", "encoder_self": "encoder self-attention",
@@ -162,6 +165,8 @@ def role_scores(h, roles=SELF_ROLES):
             return h["max_weight"]
         if role == "breadth":
             return h["entropy"] / h["uniform_entropy"] if h["uniform_entropy"] > 0 else 0.0
+        if role == "offset":
+            return h["offset_mass"]
         return h[role]
     return [score(r) for r in roles]
 
@@ -209,7 +214,7 @@ def analyse_probes(grid: Grid, out):
     auc = defaultdict(lambda: defaultdict(dict))   # scope -> order -> (H, seed) -> mean delta, interior fractions
     for H in sorted(probes):
         runs = probes[H]
-        row = dict(H=H, n=len(runs), scopes={}, roles={}, recurrence={})
+        row = dict(H=H, n=len(runs), scopes={}, roles={}, recurrence={}, offsets={})
         for scope in res["scopes"]:
             blocks = {s: scopes(p)[scope] for s, p in runs.items()}
             deltas = {s: pruning_deltas(blocks[s], runs[s]["baseline_loss"], runs[s]["checkpoint"]) for s in runs}
@@ -232,17 +237,31 @@ def analyse_probes(grid: Grid, out):
             rhos = [x for x in rhos if x is not None]
             row["rho_ablation"][key] = _interval(rhos) if rhos else None
         for kind in kinds:
-            row["roles"][kind], row["recurrence"][kind] = _roles(runs, kind, H)
+            row["roles"][kind], row["recurrence"][kind], row["offsets"][kind] = _roles(runs, kind, H)
         res["per_H"].append(row)
     res["orders"] = {scope: _compare_orders(auc[scope]) for scope in res["scopes"]}
     return res
 
 
 def _roles(runs, kind, H):
-    """Heads of each label per model (t-intervals over seeds), and the recurrence
+    """Heads of each label per model (t-intervals over seeds), the recurrence
     across seeds of the roles every seed has a head labelled with (a role no head
-    holds has no "best head" to recur)."""
+    holds has no "best head" to recur), and how many heads labelled "fixed
+    offset" read each offset k (all seeds together)."""
     roles = ROLE_SETS[kind]
+    # Probes written before head_probe measured the best offset (the LM grid's
+    # seed 1, whose checkpoints were gone) have no offset score: they leave the
+    # role statistics, and the n of each cell says so.
+    runs = {s: p for s, p in runs.items()
+            if "offset" not in roles or all("offset_mass" in h for h in p["heads"] if head_kind(h) == kind)}
+    if not runs:
+        return {}, None, {}
+    offsets = defaultdict(int)
+    for p in runs.values():
+        for h in p["heads"]:
+            if head_kind(h) == kind and role_of(role_scores(h, roles), roles) == "offset":
+                offsets[str(h["offset"])] += 1
+    offsets = dict(sorted(offsets.items(), key=lambda kv: int(kv[0])))
     mats = {s: role_matrix(p, kind) for s, p in sorted(runs.items())}
     counts = defaultdict(list)
     for m, _ in mats.values():
@@ -251,7 +270,7 @@ def _roles(runs, kind, H):
             counts[role].append(labels.count(role))
     held = [j for j, role in enumerate(roles) if all(any(role_of(x, roles) == role for x in m) for m, _ in mats.values())]
     if H == 1 or len(mats) < 2 or not held:
-        return {role: _interval(c, 1) for role, c in counts.items()}, None
+        return {role: _interval(c, 1) for role, c in counts.items()}, None, offsets
     groups = next(iter(mats.values()))[1]
     rec = hs.recurrence_baseline({s: m[:, held] for s, (m, _) in mats.items()}, groups=groups, permutations=2000)
     return {role: _interval(c, 1) for role, c in counts.items()}, dict(
@@ -259,7 +278,7 @@ def _roles(runs, kind, H):
         random_p=rec.random_p, seeds=len(mats),
         # One role has no other to shuffle with: that null is void.
         shuffle_mean=rec.shuffle_mean if len(held) > 1 else None,
-        shuffle_p=rec.shuffle_p if len(held) > 1 else None)
+        shuffle_p=rec.shuffle_p if len(held) > 1 else None), offsets
 
 
 def _interval(values, digits=3):
@@ -345,6 +364,7 @@ def markdown(res):
     levels = ", ".join(f"{LABELS[r]} {v:g}" for r, v in ROLE_LEVELS.items())
     lines += ["", "## Head roles", "",
               "Each head's scores on the held-out text: mass on the previous token, on itself, on the first position, "
+              "on its best fixed offset k (2 <= |k| <= 8, k > 0 behind), "
               "induction mass above its uniform-attention chance; for cross-attention, mass near the monotone diagonal "
               "and on the last source position; focus (mean largest weight) and breadth (entropy over its ceiling). "
               "A head is labelled by the first role of its kind that reaches its level "
@@ -357,8 +377,15 @@ def markdown(res):
                   "| H | " + " | ".join(LABELS[r] for r in roles) + " | mixed | roles recurring (chance: random / "
                   "shuffled, p) |", "|" + "---|" * (len(roles) + 3)]
         for row in res["per_H"]:
+            if not row["roles"][kind]:
+                lines.append(f"| {row['H']} | " + "n/a | " * (len(roles) + 1) + "no probe measured the offsets |")
+                continue
             cells = " | ".join(row["roles"][kind][r]["text"] for r in (*roles, "mixed"))
             lines.append(f"| {row['H']} | {cells} | {_recurrence_text(row['recurrence'][kind])} |")
+        offsets = [f"H = {row['H']}: " + ", ".join(f"k = {k} ({c})" for k, c in row["offsets"][kind].items())
+                   for row in res["per_H"] if row["offsets"][kind]]
+        if offsets:
+            lines += ["", "Fixed-offset heads by offset (heads over all seeds): " + "; ".join(offsets) + "."]
     if res["missing"]:
         lines += ["", f"Runs without a probe: {', '.join(res['missing'])}."]
     return "\n".join(lines) + "\n"

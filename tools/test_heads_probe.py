@@ -38,8 +38,8 @@ def fake_probe(H, layers, seed, roles, base=2.0):
     N = layers * H
     heads = []
     for i in range(N):
-        score = dict(previous_token=0.1, self=0.1, next_token=0.0, first_position=0.1, induction=0.05,
-                     induction_chance=0.05, max_weight=0.3, entropy=0.5, uniform_entropy=1.0)
+        score = dict(previous_token=0.1, self=0.1, next_token=0.0, first_position=0.1, offset=2, offset_mass=0.1,
+                     induction=0.05, induction_chance=0.05, max_weight=0.3, entropy=0.5, uniform_entropy=1.0)
         r = roles[i]
         if r == "induction":
             score["induction"] = 0.05 + 0.7
@@ -47,6 +47,8 @@ def fake_probe(H, layers, seed, roles, base=2.0):
             score["max_weight"] = 0.9
         elif r == "breadth":
             score["entropy"] = 0.9
+        elif r == "offset":
+            score.update(offset=3, offset_mass=0.8)
         elif r is not None:
             score[r] = 0.8
         heads.append(dict(layer=i // H, head=i % H, importance=float(i + 1), importance_normalized=float(N - i),
@@ -69,8 +71,8 @@ def fake_translate_probe(H, seed, base=1.0):
     for kind in ("encoder_self", "decoder_self", "decoder_cross"):
         for h in range(H):
             x = dict(type=kind, layer=0, head=h, previous_token=0.1, self=0.1, next_token=0.1, first_position=0.1,
-                     max_weight=0.3, entropy=0.5, uniform_entropy=1.0, importance=1.0 + h, importance_normalized=1.0,
-                     ablation_delta=0.01 * (h + 1))
+                     offset=2, offset_mass=0.1, max_weight=0.3, entropy=0.5, uniform_entropy=1.0,
+                     importance=1.0 + h, importance_normalized=1.0, ablation_delta=0.01 * (h + 1))
             if kind == "decoder_self":
                 x.update(induction=0.05, induction_chance=0.05, previous_token=0.9 if h == 0 else 0.1)
             if kind == "decoder_cross":
@@ -112,14 +114,15 @@ class Reading(unittest.TestCase):
 
     def test_a_head_is_labelled_by_the_first_role_reaching_its_level(self):
         def label(**kw):
-            h = dict(previous_token=0.1, self=0.1, next_token=0.0, first_position=0.1, induction=0.05,
-                     induction_chance=0.05, max_weight=0.3, entropy=0.5, uniform_entropy=1.0)
+            h = dict(previous_token=0.1, self=0.1, next_token=0.0, first_position=0.1, offset=2, offset_mass=0.1,
+                     induction=0.05, induction_chance=0.05, max_weight=0.3, entropy=0.5, uniform_entropy=1.0)
             h.update(kw)
             return hp.role_of(hp.role_scores(h))
         self.assertEqual(label(previous_token=0.6, max_weight=0.6), "previous_token")   # before "focus"
         self.assertEqual(label(next_token=0.9, max_weight=0.9), "next_token")   # the no-mask control's reading ahead
         self.assertEqual(label(induction=0.4), "induction")          # 0.35 above its chance of 0.05
         self.assertEqual(label(induction=0.3), "mixed")              # 0.25 above chance: under the level
+        self.assertEqual(label(offset_mass=0.7, max_weight=0.7), "offset")   # a head two back, before "focus"
         self.assertEqual(label(max_weight=0.9), "focus")
         self.assertEqual(label(entropy=0.8), "breadth")
         self.assertEqual(label(entropy=0.8, uniform_entropy=0.0), "mixed")   # one key seen: no breadth
@@ -172,6 +175,23 @@ class Analysis(unittest.TestCase):
         self.assertEqual(row4["recurrence"]["lm"]["held"], ["previous_token", "induction"])
         self.assertEqual(row4["recurrence"]["lm"]["observed"], 2)
         self.assertIn("## Pruning", hp.markdown(res))
+
+    def test_probes_without_offsets_leave_the_role_statistics_and_offsets_are_counted(self):
+        # H = 4: every seed's layer 0 head 1 reads three back; seed 1's probe predates the offsets.
+        for seed in range(1, 5):
+            roles = ["previous_token", "offset", None, None, "induction", None, None, None]
+            p = fake_probe(4, 2, seed, roles)
+            if seed == 1:
+                for h in p["heads"]:
+                    del h["offset"], h["offset_mass"]
+            (self.out / "runs" / f"H4-G4-s{seed}" / "probe.json").write_text(json.dumps(p))
+        row4 = hp.analyse_probes(self.grid, self.out)["per_H"][2]
+        self.assertEqual(row4["n"], 4)                      # pruning keeps every seed
+        self.assertEqual(row4["roles"]["lm"]["offset"]["n"], 3)
+        self.assertEqual(row4["roles"]["lm"]["offset"]["mean"], 1)
+        self.assertEqual(row4["offsets"]["lm"], {"3": 3})
+        self.assertEqual(row4["recurrence"]["lm"]["seeds"], 3)
+        self.assertIn("k = 3 (3)", hp.markdown(hp.analyse_probes(self.grid, self.out)))
 
     def test_a_translate_probe_is_read_per_attention_kind(self):
         grid = grids.translate_grid("fr", seeds=2)

@@ -96,7 +96,7 @@ nlohmann::json probe_lm(GPT& model, const std::vector<LMBatch>& batches, const P
                           {"entropy", s.entropy}, {"uniform_entropy", s.uniform_entropy},
                           {"mean_distance", s.mean_distance}, {"max_weight", s.max_weight},
                           {"previous_token", s.previous}, {"self", s.self}, {"next_token", s.next},
-                          {"first_position", s.first},
+                          {"first_position", s.first}, {"offset", s.offset}, {"offset_mass", s.offset_mass},
                           {"induction", s.induction}, {"induction_chance", s.induction_chance}, {"rows", s.rows}});
   }
 

@@ -131,7 +131,7 @@ nlohmann::json probe_translate(Seq2SeqTransformer& model, const std::vector<head
                         {"entropy", s.entropy}, {"uniform_entropy", s.uniform_entropy},
                         {"mean_distance", s.mean_distance}, {"max_weight", s.max_weight},
                         {"previous_token", s.previous}, {"self", s.self}, {"next_token", s.next},
-                        {"first_position", s.first},
+                        {"first_position", s.first}, {"offset", s.offset}, {"offset_mass", s.offset_mass},
                         {"rows", s.rows}};
     if (type == AttentionType::decoder_self) {
       h["induction"] = s.induction;

@@ -93,6 +93,8 @@ void HeadStatistics::add(const std::string& module, const Tensor& weights, const
         if (t < S) sum.self += row[t];
         if (t + 1 < S) sum.next += row[t + 1];
         sum.first += row[0];
+        for (int64_t k = -kMaxOffset; k <= kMaxOffset; ++k)
+          if (t - k >= 0 && t - k < S) sum.at_offset[static_cast<size_t>(k + kMaxOffset)] += row[t - k];
         for (int64_t s : after) sum.induction += row[s];
         sum.induction_chance += static_cast<double>(after.size()) / static_cast<double>(std::max<int64_t>(visible, 1));
         if (last_key >= 0) sum.last += row[last_key];
@@ -141,9 +143,21 @@ std::vector<HeadStat> HeadStatistics::results() const {
     for (size_t h = 0; h < heads.size(); ++h) {
       const Sums& s = heads[h];
       const double n = static_cast<double>(std::max<int64_t>(s.rows, 1));
-      out.push_back({module, static_cast<int64_t>(h), s.entropy / n, s.uniform / n, s.distance / n,
-                     s.max_weight / n, s.rows, s.previous / n, s.self / n, s.next / n, s.first / n,
-                     s.induction / n, s.induction_chance / n, s.last / n, s.diagonal / n});
+      HeadStat stat{module, static_cast<int64_t>(h), s.entropy / n, s.uniform / n, s.distance / n,
+                    s.max_weight / n, s.rows, s.previous / n, s.self / n, s.next / n, s.first / n,
+                    s.induction / n, s.induction_chance / n, s.last / n, s.diagonal / n};
+      // Nearest first, behind (k > 0) before ahead: a tie keeps the nearer offset.
+      stat.offset = 2;
+      stat.offset_mass = s.at_offset[2 + kMaxOffset] / n;
+      for (int64_t d = 2; d <= kMaxOffset; ++d)
+        for (int64_t k : {d, -d}) {
+          const double mass = s.at_offset[static_cast<size_t>(k + kMaxOffset)] / n;
+          if (mass > stat.offset_mass) {
+            stat.offset = k;
+            stat.offset_mass = mass;
+          }
+        }
+      out.push_back(std::move(stat));
     }
   }
   return out;

@@ -1,6 +1,6 @@
 // What each attention head does, measured: attention statistics (entropy,
-// distance, mass on the previous token, itself, the first position, and an
-// induction score), the loss a head costs when it is removed (ablation),
+// distance, mass on the previous token, itself, the first position, the best
+// fixed offset, and an induction score), the loss a head costs when it is removed (ablation),
 // Michel et al.'s gate importance, and losses under a mask of removed heads.
 // One implementation for any model: the tools reach every MultiHeadAttention
 // below a Module root through attention observers (AttentionObserver in
@@ -13,6 +13,7 @@
 //   query_padding [B, T] b8, key_padding [B, S] b8: true at padding (may be undefined)
 //   tokens [B, T] i64: the tokens at the query positions of a self-attention (T = S)
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -52,7 +53,17 @@ struct HeadStat {
   // Mean over rows of the mass on keys within ±1 of round(t·S_b/T_b), T_b the
   // sequence's unpadded queries: how much a head follows a monotone diagonal.
   double diagonal = 0;
+  // The best fixed offset (Clark et al. 2019's baseline for a head that reads
+  // "the token k back"): the k = t - s with 2 <= |k| <= kMaxOffset whose mean
+  // mass over rows, p(s = t - k) (rows without that key count 0), is largest
+  // (a tie keeps the nearer, then the one behind), and that mass. Offsets 1, 0
+  // and -1 are previous, self and next.
+  int64_t offset = 0;
+  double offset_mass = 0;
 };
+
+// The farthest offset HeadStat::offset considers.
+inline constexpr int64_t kMaxOffset = 8;
 
 // Which rows and keys of one attention module's weights count (see add).
 struct AttentionRows {
@@ -86,6 +97,7 @@ class HeadStatistics {
   struct Sums {
     double entropy = 0, uniform = 0, distance = 0, max_weight = 0, previous = 0, self = 0, next = 0, first = 0,
            induction = 0, induction_chance = 0, last = 0, diagonal = 0;
+    std::array<double, 2 * kMaxOffset + 1> at_offset{};  // [k + kMaxOffset]: mass on s = t - k
     int64_t rows = 0;
   };
   std::vector<std::string> order_;
