@@ -12,7 +12,8 @@ A placeholder is {{GRID:PATH}} or {{GRID:PATH|FORMAT}}. GRID is a study
 directory under docs/heads-study (lm, translate-fr); PATH a dotted path into its
 report's JSON (<program>-heads.json, written by `heads_study.py report`), where
 a list is indexed by position ([0]) or by its one element whose fields match
-([H=4,G=4,causal=true]: values read as JSON, bare words as strings); FORMAT a
+([H=4,G=4,causal=true]: values read as JSON, bare words as strings; a dotted
+key reaches into a field, [b.H=8,b.G=2]); FORMAT a
 Python format spec (.4f, +.3f, d). Without FORMAT a number prints as
 JSON writes it and a string as it is.
 """
@@ -43,6 +44,15 @@ def _value(text):
         return text
 
 
+def _field(x, key):
+    """x's value at a dotted key (b.H: x["b"]["H"]), or None."""
+    for part in key.split("."):
+        if not isinstance(x, dict) or part not in x:
+            return None
+        x = x[part]
+    return x
+
+
 def lookup(data, path, where="heads_doc"):
     """The value at a dotted PATH (module docstring) in `data`; a missing key, an
     index out of range or a selection matching other than one element is an
@@ -69,7 +79,7 @@ def lookup(data, path, where="heads_doc"):
                 if not sep:
                     raise KeyError(f"{where}: {'.'.join(seen)}: expected [KEY=VALUE,...] or [INDEX], got [{sel}]")
                 want[k.strip()] = _value(v.strip())
-            hits = [x for x in data if isinstance(x, dict) and all(x.get(k) == v for k, v in want.items())]
+            hits = [x for x in data if isinstance(x, dict) and all(_field(x, k) == v for k, v in want.items())]
             if len(hits) != 1:
                 raise KeyError(f"{where}: {'.'.join(seen)}: [{sel}] matches {len(hits)} of {len(data)} elements, "
                                "expected exactly one")

@@ -31,7 +31,9 @@ import heads_grids as grids  # noqa: E402
 REPORT = {"final": [{"H": 1, "G": 1, "causal": True, "mean": 1.82125, "text": "1.821 [1.818, 1.825] (n=5)"},
                     {"H": 4, "G": 4, "causal": True, "mean": 1.77691, "text": "1.777"},
                     {"H": 4, "G": 4, "causal": False, "mean": 0.039, "text": "0.039"}],
-          "trend": {"rho": -0.5, "n": 25}, "grid": {"name": "lm"}}
+          "trend": {"rho": -0.5, "n": 25}, "grid": {"name": "lm"},
+          "paired": [{"a": {"H": 4, "G": 4}, "b": {"H": 1, "G": 1}, "diff": 0.04},
+                     {"a": {"H": 8, "G": 8}, "b": {"H": 8, "G": 2}, "diff": 0.01}]}
 
 
 class Lookup(unittest.TestCase):
@@ -42,6 +44,9 @@ class Lookup(unittest.TestCase):
         self.assertEqual(hd.lookup(REPORT, "final[H=4,causal=true].mean"), 1.77691)
         self.assertEqual(hd.lookup(REPORT, "final[H=4,causal=false].text"), "0.039")
         self.assertEqual(hd.lookup(REPORT, "grid.name"), "lm")
+        self.assertEqual(hd.lookup(REPORT, "paired[b.H=8,b.G=2].diff"), 0.01)   # a dotted key reaches into b
+        with self.assertRaisesRegex(KeyError, r"matches 0 of 2"):
+            hd.lookup(REPORT, "paired[b.H=8,b.G=4].diff")
 
     def test_errors_name_the_segment(self):
         with self.assertRaisesRegex(KeyError, r"trend\.slope: no key 'slope' \(there: n, rho\)"):
