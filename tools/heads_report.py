@@ -228,6 +228,9 @@ def _name(c):
 
 
 def _paired_md(comps, ref, what, control):
+    if not comps:
+        return [f"No pairs to compare in {what}: one configuration, or fewer than two seeds shared with "
+                f"H = {ref['H']}."]
     L = [f"Differences b - a in {what}, paired by seed; a is H = {ref['H']} ({ref['why']}) for the H grid"
          f"{' and the no-causal control' if control else ''}, and multi-head attention at the same H for G < H. "
          "Holm adjusts each family of p-values across the comparisons.", "",

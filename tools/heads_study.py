@@ -253,8 +253,8 @@ def add_common(p, grid_steps=True):
     p.add_argument("--grid", default="lm", help="lm, or translate-LANG for the gettext corpus en -> LANG "
                    "(translate-fr, translate-ko) (default lm)")
     if grid_steps:
-        p.add_argument("--steps", type=int, default=None, help="steps per run (default: lm 12000, translate 3000)")
-    p.add_argument("--eval-every", type=int, default=None, help="held-out evaluation every N steps (default 100)")
+        p.add_argument("--steps", type=int, default=None, help="steps per run (default: lm 12000, translate 2000)")
+    p.add_argument("--eval-every", type=int, default=None, help="held-out evaluation every N steps (default: lm 100, translate 50)")
     p.add_argument("--eval-size", type=int, default=None,
                    help="held-out examples per evaluation (default: lm 200 windows, translate 500 sentences)")
     p.add_argument("--warmup", type=int, default=None,

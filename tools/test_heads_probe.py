@@ -197,17 +197,15 @@ class Analysis(unittest.TestCase):
         grid = grids.translate_grid("fr", seeds=2)
         with tempfile.TemporaryDirectory() as out:
             for r in grids.runs_of(grid):
-                if r["G"] != r["H"] or r["H"] != 2:
-                    continue
                 d = Path(out) / "runs" / r["id"]
                 d.mkdir(parents=True)
-                (d / "probe.json").write_text(json.dumps(fake_translate_probe(2, r["seed"])))
+                (d / "probe.json").write_text(json.dumps(fake_translate_probe(r["H"], r["seed"])))
             res = hp.analyse_probes(grid, out)
         self.assertEqual(res["scopes"], ["all", "encoder_self", "decoder_self", "decoder_cross"])
         self.assertEqual(res["kinds"], ["encoder_self", "decoder_self", "decoder_cross"])
         row = res["per_H"][0]
-        self.assertEqual(row["scopes"]["decoder_self"]["heads"], 2)
-        self.assertEqual(row["scopes"]["all"]["heads"], 6)
+        self.assertEqual(row["scopes"]["decoder_self"]["heads"], 8)
+        self.assertEqual(row["scopes"]["all"]["heads"], 24)
         # Pruning the cross-attention alone hurts most in the fake: its curve is the steepest.
         self.assertGreater(row["scopes"]["decoder_cross"]["curves"]["importance"][-1]["mean"],
                            row["scopes"]["encoder_self"]["curves"]["importance"][-1]["mean"])
@@ -216,7 +214,7 @@ class Analysis(unittest.TestCase):
         self.assertNotIn("induction", row["roles"]["encoder_self"])   # encoder heads have no induction score
         md = hp.markdown(res)
         self.assertIn("### Cross-attention", md)
-        self.assertIn("| 2 | cross-attention (2) | raw importance |", md)
+        self.assertIn("| 8 | cross-attention (8) | raw importance |", md)
 
     def test_no_probes_is_said_not_failed(self):
         empty = tempfile.TemporaryDirectory()
