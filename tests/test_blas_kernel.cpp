@@ -55,19 +55,27 @@ bool same_core(const std::string& a, const std::string& b) {
          std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
 }
 
+// The threads of this process: the entries of /proc/self/task.
+int process_threads() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
 // What BlasKernel.ChildReport printed in a child run: "<key>=<value>" lines.
 struct ChildRun {
-  std::string kernel, environment;
+  std::string kernel, environment, num_threads_environment;
+  int threads_before = 0, threads_after = 0;  // the process' threads before and after the first GEMM
   int warnings = 0;
   std::string err;
 };
 
 // This test program again, with `env_args` given to env(1) (OPENBLAS_CORETYPE
-// is always unset first: the environment here may set it), running only
-// BlasKernel.ChildReport.
+// and OPENBLAS_NUM_THREADS are always unset first: the environment here may
+// set them), running only BlasKernel.ChildReport.
 ChildRun run_child(const std::vector<std::string>& env_args) {
   TempDir tmp("blas_kernel_child");
-  std::vector<std::string> args = {"-u", "OPENBLAS_CORETYPE", "ATTOGRAD_TEST_CHILD=1",
+  std::vector<std::string> args = {"-u", "OPENBLAS_CORETYPE", "-u", "OPENBLAS_NUM_THREADS", "ATTOGRAD_TEST_CHILD=1",
                                    "ASAN_OPTIONS=verify_asan_link_order=0"};  // LD_PRELOAD under ASan
   args.insert(args.end(), env_args.begin(), env_args.end());
   args.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
@@ -78,6 +86,9 @@ ChildRun run_child(const std::vector<std::string>& env_args) {
   for (const std::string& line : lines_of(r.out)) {
     if (line.rfind("kernel=", 0) == 0) run.kernel = line.substr(7);
     if (line.rfind("environment=", 0) == 0) run.environment = line.substr(12);
+    if (line.rfind("num_threads_environment=", 0) == 0) run.num_threads_environment = line.substr(24);
+    if (line.rfind("threads_before=", 0) == 0) run.threads_before = std::stoi(line.substr(15));
+    if (line.rfind("threads_after=", 0) == 0) run.threads_after = std::stoi(line.substr(14));
   }
   for (const std::string& line : lines_of(r.err)) run.warnings += line.rfind("attograd: warning: ", 0) == 0;
   run.err = r.err;
@@ -154,12 +165,28 @@ TEST(BlasKernel, ChildReport) {
   std::vector<double> out(4);
   // A host that loaded OpenBLAS with its own kernel choice, then dropped the variable.
   if (std::getenv("ATTOGRAD_TEST_CHILD_DROP_CORETYPE")) unsetenv("OPENBLAS_CORETYPE");
+  const int threads_before = process_threads();
   for (int i = 0; i < 2; ++i) gemm<double>(out.data(), a.data(), b.data(), 2, 2, 3, false, false, 3, 2, 2, 1.0, 0.0);
   EXPECT_EQ(out, (std::vector<double>{4, 5, 10, 11}));
   EXPECT_FALSE(blas_corename().empty());
   if (!std::getenv("ATTOGRAD_TEST_CHILD")) return;
   const char* env = std::getenv("OPENBLAS_CORETYPE");
-  std::printf("kernel=%s\nenvironment=%s\n", blas_corename().c_str(), env ? env : "(unset)");
+  const char* threads_env = std::getenv("OPENBLAS_NUM_THREADS");
+  std::printf("kernel=%s\nenvironment=%s\nnum_threads_environment=%s\nthreads_before=%d\nthreads_after=%d\n",
+              blas_corename().c_str(), env ? env : "(unset)", threads_env ? threads_env : "(unset)", threads_before,
+              process_threads());
+}
+
+// Loading OpenBLAS starts no worker threads (attograd runs it at one thread,
+// and a worker per core would spin beside the pool's threads before it
+// sleeps), whatever OPENBLAS_NUM_THREADS says; the variable is left as the
+// user set it, or unset.
+TEST(BlasKernel, TheLoadStartsNoOpenBlasThreads) {
+  for (const std::vector<std::string>& env : {std::vector<std::string>{}, {"OPENBLAS_NUM_THREADS=4"}}) {
+    const ChildRun run = run_child(env);
+    EXPECT_EQ(run.threads_after, run.threads_before) << (env.empty() ? "unset" : env[0]) << "\n" << run.err;
+    EXPECT_EQ(run.num_threads_environment, env.empty() ? "(unset)" : "4");
+  }
 }
 
 // With OPENBLAS_CORETYPE unset, a program that calls nothing first runs the

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -29,6 +31,28 @@ std::optional<std::string> env(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::optional<std::string>(v) : std::nullopt;
 }
+
+// Sets an environment variable for its lifetime, then puts back what was
+// there (the value, or its absence): OpenBLAS' constructor reads its
+// variables during dlopen, afterwards the environment is the user's again.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name), saved_(env(name)) {
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (saved_)
+      setenv(name_, saved_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
 
 // The loaded library and the functions attograd calls in it.
 struct OpenBlas {
@@ -72,16 +96,15 @@ OpenBlas load_openblas() {
   void* handle = already_loaded_openblas();
   lib.load.loaded_before = handle != nullptr;
   if (!handle) {
-    // OpenBLAS' constructor reads the variable during dlopen; afterwards the environment is the user's again.
     const auto core = openblas_core_to_request(cpu, lib.load.user_setting, false);
-    if (core) setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
-    try {
-      handle = load_openblas_file();
-    } catch (...) {
-      if (core) unsetenv("OPENBLAS_CORETYPE");
-      throw;
-    }
-    if (core) unsetenv("OPENBLAS_CORETYPE");
+    std::optional<ScopedEnv> coretype;
+    if (core) coretype.emplace("OPENBLAS_CORETYPE", *core);
+    // One thread at the load: otherwise the constructor starts a worker per
+    // core, and they spin (about 0.1 s) before they sleep, beside the pool's
+    // threads: a 1-thread process showed twice its wall time in CPU time over
+    // its first tenth of a second.
+    const ScopedEnv one_thread("OPENBLAS_NUM_THREADS", "1");
+    handle = load_openblas_file();
   }
   lib.sgemm = symbol<decltype(&cblas_sgemm)>(handle, "cblas_sgemm");
   lib.dgemm = symbol<decltype(&cblas_dgemm)>(handle, "cblas_dgemm");
