@@ -291,6 +291,14 @@ def cmd_cost(args, grid: Grid, vocab):
         subprocess.run(argv, check=True)
 
 
+def cost_data(out):
+    """Each setting's measurement as head_probe lm-cost wrote it, by the batch
+    ("b1", "b32"), or None before `heads_study.py cost`."""
+    got = {f"b{st['batch']}": json.loads(cost_path(out, st).read_text())
+           for st in COST_SETTINGS if cost_path(out, st).exists()}
+    return got or None
+
+
 def cost_markdown(out):
     L = ["## Decode cost against H and G", ""]
     for st in COST_SETTINGS:

@@ -364,6 +364,7 @@ def build_report(out):
             res["gqa_conversion"] = heads_gqa.analyse_gqa(grid, out)
             md += "\n" + heads_gqa.markdown(res["gqa_conversion"])
         md += "\n" + heads_gqa.cost_markdown(out)   # heads_study.py cost
+        res["cost"] = heads_gqa.cost_data(out)
     return res, md
 
 
