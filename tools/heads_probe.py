@@ -166,7 +166,7 @@ def role_scores(h, roles=SELF_ROLES):
         if role == "breadth":
             return h["entropy"] / h["uniform_entropy"] if h["uniform_entropy"] > 0 else 0.0
         if role == "offset":
-            return h["offset_mass"]
+            return h.get("offset_mass")   # None in a probe older than the offset scores
         return h[role]
     return [score(r) for r in roles]
 
@@ -180,8 +180,11 @@ def role_matrix(probe, kind="lm"):
 
 
 def role_of(scores, roles=SELF_ROLES):
-    """The head's label: the first of roles its score reaches the level of, else "mixed"."""
+    """The head's label: the first of roles its score reaches the level of, else
+    "mixed"; "unknown" when a score it needs is missing (None)."""
     for role, score in zip(roles, scores):
+        if score is None:
+            return "unknown"
         if score >= ROLE_LEVELS[role]:
             return role
     return "mixed"
@@ -238,9 +241,30 @@ def analyse_probes(grid: Grid, out):
             row["rho_ablation"][key] = _interval(rhos) if rhos else None
         for kind in kinds:
             row["roles"][kind], row["recurrence"][kind], row["offsets"][kind] = _roles(runs, kind, H)
+        row["costliest"] = _costliest(runs)
+        row["ablation_by_kind"] = {kind: _interval([sum(h["ablation_delta"] for h in p["heads"]
+                                                        if head_kind(h) == kind) for p in runs.values()])
+                                   for kind in kinds}
         res["per_H"].append(row)
     res["orders"] = {scope: _compare_orders(auc[scope]) for scope in res["scopes"]}
     return res
+
+
+def _costliest(runs):
+    """The head whose single-head ablation costs most in each run: how often it
+    is of each (kind, layer, role), and its loss increase over the runs. In a
+    probe without the offset scores (older than that statistic) a head no
+    earlier role names is "unknown"."""
+    where, deltas = defaultdict(int), []
+    for p in runs.values():
+        h = max(p["heads"], key=lambda x: x["ablation_delta"])
+        roles = ROLE_SETS[head_kind(h)]
+        role = role_of(role_scores(h, roles), roles)
+        where[(head_kind(h), h["layer"], role)] += 1
+        deltas.append(h["ablation_delta"])
+    return dict(n=len(deltas), delta=_interval(deltas),
+                heads=[dict(kind=k, layer=l, role=r, runs=c) for (k, l, r), c in
+                       sorted(where.items(), key=lambda kv: -kv[1])])
 
 
 def _roles(runs, kind, H):
@@ -361,6 +385,17 @@ def markdown(res):
     for row in res["per_H"]:
         r = row["rho_ablation"]
         lines.append(f"| {row['H']} | {_t(r['importance'])} | {_t(r['importance_normalized'])} |")
+    lines += ["", "The costliest head of each run (the largest single-head ablation), and the ablation losses "
+              "summed within each kind of attention, mean [95% t] over seeds:", "",
+              "| H | costliest head: kind, layer, role (runs) | its loss increase | " +
+              " | ".join(f"sum over {KIND_NAMES.get(k, k)}" for k in res["kinds"]) + " |",
+              "|" + "---|" * (3 + len(res["kinds"]))]
+    for row in res["per_H"]:
+        c = row["costliest"]
+        where = "; ".join(f"{KIND_NAMES.get(x['kind'], x['kind'])} L{x['layer']} "
+                          f"{LABELS.get(x['role'], x['role'])} ({x['runs']} of {c['n']})" for x in c["heads"])
+        lines.append(f"| {row['H']} | {where} | {c['delta']['text']} | " +
+                     " | ".join(row["ablation_by_kind"][k]["text"] for k in res["kinds"]) + " |")
     levels = ", ".join(f"{LABELS[r]} {v:g}" for r, v in ROLE_LEVELS.items())
     lines += ["", "## Head roles", "",
               "Each head's scores on the held-out text: mass on the previous token, on itself, on the first position, "

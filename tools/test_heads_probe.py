@@ -123,6 +123,9 @@ class Reading(unittest.TestCase):
         self.assertEqual(label(induction=0.4), "induction")          # 0.35 above its chance of 0.05
         self.assertEqual(label(induction=0.3), "mixed")              # 0.25 above chance: under the level
         self.assertEqual(label(offset_mass=0.7, max_weight=0.7), "offset")   # a head two back, before "focus"
+        # A probe older than the offsets: an earlier role still names the head, else it is unknown.
+        self.assertEqual(label(previous_token=0.6, offset_mass=None), "previous_token")
+        self.assertEqual(label(max_weight=0.9, offset_mass=None), "unknown")
         self.assertEqual(label(max_weight=0.9), "focus")
         self.assertEqual(label(entropy=0.8), "breadth")
         self.assertEqual(label(entropy=0.8, uniform_entropy=0.0), "mixed")   # one key seen: no breadth
@@ -174,6 +177,10 @@ class Analysis(unittest.TestCase):
         # roles no head holds are not counted.
         self.assertEqual(row4["recurrence"]["lm"]["held"], ["previous_token", "induction"])
         self.assertEqual(row4["recurrence"]["lm"]["observed"], 2)
+        # The fake's ablation grows with the head's index: the last head (layer 1, mixed) costs most in every run.
+        self.assertEqual(row4["costliest"]["heads"], [dict(kind="lm", layer=1, role="mixed", runs=4)])
+        self.assertAlmostEqual(row4["costliest"]["delta"]["mean"], 0.08)
+        self.assertAlmostEqual(row4["ablation_by_kind"]["lm"]["mean"], sum(0.01 * (i + 1) for i in range(8)))
         self.assertIn("## Pruning", hp.markdown(res))
 
     def test_probes_without_offsets_leave_the_role_statistics_and_offsets_are_counted(self):
