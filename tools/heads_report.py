@@ -202,6 +202,8 @@ def analyse(grid: Grid, out):
                          slope_se_per_1k=c.slope_se_per_1k, final=c.final_loss, rule=c.rule, since=since))
     res["convergence"] = conv
     res["rule"] = conv[0]["rule"] if conv else None
+    missed = [c["id"] for c in conv if not c["converged"]]
+    res["converged_count"] = dict(runs=len(conv), held=len(conv) - len(missed), missed=", ".join(missed) or "none")
     pilot = json.loads((Path(out) / "pilot.json").read_text()) if (Path(out) / "pilot.json").exists() else None
     res["target"] = _time_to(trend_runs, grid, "loss", False, "held-out loss", pilot) if trend_runs else None
 
