@@ -557,8 +557,10 @@ Tensor& Tensor::requires_grad_(bool on) {
     fail<AutogradError>("requires_grad_", "can only be set on leaves; this tensor comes from <{}>; "
                         "hint: use detach().requires_grad_()", impl_->grad_fn->name);
   if (on && !is_floating(impl_->dtype))
-    fail<DTypeError>("requires_grad_", "only floating tensors can require grad, got {}",
-                     dtype_name(impl_->dtype));
+    fail<DTypeError>("requires_grad_", "only floating tensors (f32 or f64) can require grad, got {}{}",
+                     dtype_name(impl_->dtype),
+                     impl_->dtype == DType::bf16 ? ", which is for storage only (no op computes in it); hint: make "
+                                                   "the f32 copy, .to(DType::f32), the leaf" : "");
   impl_->requires_grad = on;
   return *this;
 }

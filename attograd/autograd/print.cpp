@@ -53,8 +53,9 @@ fmt::format_context::iterator fmt::formatter<attograd::Tensor>::format(
   std::string out = "tensor(";
   std::vector<double> v = t.to_vector<double>();
   size_t k = 0;
-  const Kind kind = t.dtype() == attograd::DType::b8 ? Kind::boolean
-                    : attograd::is_floating(t.dtype()) ? Kind::floating : Kind::integral;
+  const attograd::DType d = t.dtype();
+  const Kind kind = d == attograd::DType::b8 ? Kind::boolean
+                    : attograd::is_floating(d) || d == attograd::DType::bf16 ? Kind::floating : Kind::integral;
   format_values(out, v, t.shape(), 0, k, kind, t.numel() > kThreshold, 7);
   out += fmt::format(", shape={}, dtype={}", attograd::shape_str(t.shape()), attograd::dtype_name(t.dtype()));
   if (t.grad_fn()) out += fmt::format(", grad_fn=<{}>", t.grad_fn_name());

@@ -297,6 +297,7 @@ template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
 template bool* Tensor::data<bool>() const;
+template BFloat16* Tensor::data<BFloat16>() const;
 
 template <class T>
 std::span<T> Tensor::span() const {
@@ -311,6 +312,7 @@ template std::span<float> Tensor::span<float>() const;
 template std::span<double> Tensor::span<double>() const;
 template std::span<int64_t> Tensor::span<int64_t>() const;
 template std::span<bool> Tensor::span<bool>() const;
+template std::span<BFloat16> Tensor::span<BFloat16>() const;
 
 void* Tensor::raw_data() const {
   check_defined("raw_data");

@@ -100,7 +100,7 @@ class Tensor {
   int64_t size(int64_t d) const;  // negative d counts from the end
   // Number of elements: the product of the shape (1 for a 0-d tensor).
   int64_t numel() const;
-  // The element type (f32, f64, i64 or b8).
+  // The element type (f32, f64, i64, b8 or bf16).
   DType dtype() const;
   // Index of element [0,...,0] in the storage, in elements (non-zero for some views).
   int64_t offset() const;
@@ -127,7 +127,10 @@ class Tensor {
   void* raw_data() const;
   double item() const;  // a one-element tensor's value
   template <class T> std::vector<T> to_vector() const;  // converted, logical order
-  Tensor to(DType dtype) const;       // a copy in another dtype (differentiable between floats)
+  // A copy in another dtype, differentiable between f32 and f64; to bf16 it
+  // rounds as PyTorch does (bfloat16.h) and is not recorded (bf16 cannot
+  // require grad).
+  Tensor to(DType dtype) const;
   Tensor contiguous() const;          // self if contiguous, else a copy (differentiable)
   Tensor clone() const;               // always a copy (differentiable)
   // Copy src's values into this tensor in place (shapes must match; dtype converts).
@@ -160,7 +163,8 @@ class Tensor {
   // True for a leaf marked with requires_grad_() and for every result of a
   // recorded op on one.
   bool requires_grad() const;
-  // Mark a leaf as needing a gradient. Only floating leaves can.
+  // Mark a leaf as needing a gradient. Only f32 and f64 leaves can (not bf16:
+  // storage only, see dtype.h); anything else is a DTypeError.
   Tensor& requires_grad_(bool on = true);
   // True when no recorded op made this tensor (it has no grad_fn); backward
   // fills .grad on leaves only.

@@ -445,14 +445,21 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 
 // ---- comparisons (no gradient) ---------------------------------------------------
 
-Tensor eq(const Tensor& a, const Tensor& b) {
-  check_same_dtype("eq", a, b);
-  return dispatch_all(a.dtype(), [&]<class T>() { return zip<T>("eq", a, b, exact<T, T>([](T x, T y) { return x == y; }), DType::b8); });
+namespace {
+// f(a, b) as b8 over the broadcast shape, for f32, f64, i64 and b8 operands;
+// bf16 is storage only (dtype.h), so comparing it is a DTypeError too.
+template <class F>
+Tensor compare(std::string_view op, const Tensor& a, const Tensor& b, F f) {
+  check_same_dtype(op, a, b);
+  return dispatch_all(a.dtype(), [&]<class T>() -> Tensor {
+    if constexpr (std::is_same_v<T, BFloat16>) fail_bf16_math(op);
+    else return zip<T>(op, a, b, exact<T, T>(f), DType::b8);
+  });
 }
-Tensor gt(const Tensor& a, const Tensor& b) {
-  check_same_dtype("gt", a, b);
-  return dispatch_all(a.dtype(), [&]<class T>() { return zip<T>("gt", a, b, exact<T, T>([](T x, T y) { return x > y; }), DType::b8); });
-}
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, [](auto x, auto y) { return x == y; }); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, [](auto x, auto y) { return x > y; }); }
 Tensor lt(const Tensor& a, const Tensor& b) { return gt(b, a); }
 Tensor logical_not(const Tensor& m) {
   check_mask("logical_not", m);
