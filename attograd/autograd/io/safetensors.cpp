@@ -33,18 +33,18 @@ using json = nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 // `align_rank` orders the layout like the reference writer (its Dtype enum
-// order, largest first): I64 > F64 > F32 > BOOL.
+// order, largest first): I64 > F64 > F32 > BF16 > BOOL.
 struct DTypeCode {
   DType dtype;
   std::string_view code;
   int align_rank;
 };
-constexpr DTypeCode kCodes[] = {
-    {DType::f32, "F32", 11}, {DType::f64, "F64", 12}, {DType::i64, "I64", 13}, {DType::b8, "BOOL", 0}};
+constexpr DTypeCode kCodes[] = {{DType::f32, "F32", 11}, {DType::f64, "F64", 12}, {DType::i64, "I64", 13},
+                                {DType::b8, "BOOL", 0},  {DType::bf16, "BF16", 8}};
 
 // Valid safetensors dtypes that attograd has no DType for.
-constexpr std::string_view kUnsupportedCodes[] = {"U8",  "I8",  "F8_E5M2", "F8_E4M3", "I16", "U16",
-                                                  "F16", "BF16", "I32",    "U32",     "U64"};
+constexpr std::string_view kUnsupportedCodes[] = {"U8",  "I8",  "F8_E5M2", "F8_E4M3", "I16",
+                                                  "U16", "F16", "I32",     "U32",     "U64"};
 
 const DTypeCode& code_of(DType d) {
   for (const DTypeCode& c : kCodes)
@@ -197,9 +197,9 @@ DType read_dtype(std::string_view source, const std::string& name, const json& e
     if (c.code == code) return c.dtype;
   for (std::string_view u : kUnsupportedCodes)
     if (u == code)
-      bad(source, "tensor '{}': dtype {} is not supported by attograd (supported: F32, F64, I64, BOOL)",
+      bad(source, "tensor '{}': dtype {} is not supported by attograd (supported: F32, F64, I64, BOOL, BF16)",
           name, code);
-  bad(source, "tensor '{}': unknown dtype \"{}\" (supported: F32, F64, I64, BOOL)", name, code);
+  bad(source, "tensor '{}': unknown dtype \"{}\" (supported: F32, F64, I64, BOOL, BF16)", name, code);
 }
 
 // Every dim fits int64 and so does the product of the non-zero dims, so no

@@ -9,11 +9,12 @@
 //   [rest]     the byte buffer: every tensor row-major, little-endian, packed;
 //              data_offsets are relative to the buffer start, end exclusive.
 //
-// Supported dtypes: F32, F64, I64, BOOL (DType::b8, one byte 0 or 1 each).
+// Supported dtypes: F32, F64, I64, BOOL (DType::b8, one byte 0 or 1 each),
+// BF16 (DType::bf16, the bits as stored, any pattern).
 //
 // Writing follows the reference implementation (huggingface/safetensors) byte
 // for byte: tensors laid out by descending dtype alignment (I64, F64, F32,
-// BOOL), then by name, so 8-byte data stays 8-byte aligned for mmap readers;
+// BF16, BOOL), then by name, so 8-byte data stays 8-byte aligned for mmap readers;
 // the JSON is compact, keys in layout order, "__metadata__" first when present.
 //
 // Reading copies every tensor into a fresh contiguous tensor and validates
