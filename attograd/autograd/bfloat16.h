@@ -15,6 +15,9 @@
 //    converting constructor takes a float: f64 -> bf16 rounds to f32 first,
 //    then to bf16 (double rounding: 1 + 2^-8 + 2^-40 becomes 1.0, where one
 //    rounding would give 1 + 2^-7), and i64 -> bf16 likewise.
+// torch's vectorised tensor conversion (x.to(torch.bfloat16) on the CPU)
+// agrees bit for bit except on NaN, which it writes as 0xFFFF (seen with
+// torch 1.13 on AVX2; tests/test_bf16.cpp checks both when torch is there).
 #pragma once
 #include <bit>
 #include <cstdint>
