@@ -9,10 +9,10 @@ byte-identical to files written by attograd's C++ writer:
                {"dtype", "shape", "data_offsets"} entry per tensor in layout
                order; padded with spaces so that 8 + N is a multiple of 8
     [rest]     tensor data, row-major, little-endian, packed; tensors laid out
-               by descending dtype alignment (I64, F64, F32, BOOL), then name
+               by descending dtype alignment (I64, F64, F32, BF16, BOOL), then name
 
-Supported dtypes: F32, F64, I64, BOOL. Values are plain `Array`s; torch
-tensors (float32/float64/int64/bool) are accepted by the writer, and
+Supported dtypes: F32, F64, I64, BF16, BOOL. Values are plain `Array`s; torch
+tensors (float32/float64/int64/bfloat16/bool) are accepted by the writer, and
 `Array.to_torch()` turns a read tensor back into one. Neither torch, numpy nor
 the `safetensors` package is needed to import this module.
 
@@ -27,11 +27,13 @@ import json
 import os
 import struct
 
-# dtype code -> (struct format char, element size, layout rank; higher goes first)
+# dtype code -> (struct format char, element size, layout rank; higher goes first).
+# BF16 is packed as its raw 16-bit patterns ("H"); flat() widens them to floats.
 DTYPES = {
     "F32": ("f", 4, 11),
     "F64": ("d", 8, 12),
     "I64": ("q", 8, 13),
+    "BF16": ("H", 2, 8),
     "BOOL": ("?", 1, 0),
 }
 MAX_HEADER_BYTES = 100_000_000
@@ -39,6 +41,23 @@ MAX_HEADER_BYTES = 100_000_000
 
 class SafetensorsError(ValueError):
     pass
+
+
+def bf16_bits(value):
+    """The bfloat16 nearest a float, as attograd and PyTorch's c10 round: to the
+    float32 first, then to nearest even on the upper 16 bits; a NaN is 0x7FC0."""
+    try:
+        (u,) = struct.unpack("<I", struct.pack("<f", value))
+    except OverflowError:  # beyond float32's range: infinity, as the C++ cast gives
+        return 0xFF80 if value < 0 else 0x7F80
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return 0x7FC0
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def bf16_value(bits):
+    """The float a bfloat16 pattern stands for (exact)."""
+    return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
 
 
 def _numel(shape):
@@ -72,6 +91,8 @@ class Array:
             values = [bool(v) for v in values]
         elif dtype == "I64":
             values = [int(v) for v in values]
+        elif dtype == "BF16":
+            values = [bf16_bits(float(v)) for v in values]
         else:
             values = [float(v) for v in values]
         return cls(dtype, shape, struct.pack(f"<{len(values)}{fmt_char}", *values))
@@ -80,24 +101,30 @@ class Array:
     def from_torch(cls, t):
         import torch
 
-        codes = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64", torch.bool: "BOOL"}
+        codes = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64", torch.bfloat16: "BF16",
+                 torch.bool: "BOOL"}
         if t.dtype not in codes:
-            raise SafetensorsError(f"unsupported torch dtype {t.dtype} (supported: float32, float64, int64, bool)")
+            raise SafetensorsError(
+                f"unsupported torch dtype {t.dtype} (supported: float32, float64, int64, bfloat16, bool)")
         dtype = codes[t.dtype]
         t = t.detach().cpu().contiguous()
+        if dtype == "BF16":  # numpy has no bfloat16: keep the bit patterns
+            t = t.view(torch.int16)
         try:
             import numpy  # noqa: F401  (fast path)
 
-            little = {"F32": "<f4", "F64": "<f8", "I64": "<i8", "BOOL": "|b1"}[dtype]
+            little = {"F32": "<f4", "F64": "<f8", "I64": "<i8", "BF16": "<i2", "BOOL": "|b1"}[dtype]
             data = t.numpy().astype(little, copy=False).tobytes()
         except ImportError:
             flat = t.reshape(-1).tolist()
-            data = struct.pack(f"<{len(flat)}{DTYPES[dtype][0]}", *flat)
+            data = struct.pack(f"<{len(flat)}{'h' if dtype == 'BF16' else DTYPES[dtype][0]}", *flat)
         return cls(dtype, tuple(t.shape), data)
 
     def flat(self):
+        """The values in row-major order (BF16 widened to floats, exactly)."""
         fmt_char, size, _ = DTYPES[self.dtype]
-        return list(struct.unpack(f"<{len(self.data) // size}{fmt_char}", self.data))
+        values = list(struct.unpack(f"<{len(self.data) // size}{fmt_char}", self.data))
+        return [bf16_value(b) for b in values] if self.dtype == "BF16" else values
 
     def tolist(self):
         """Nested lists like torch's tolist(); a 0-d array gives its value."""
@@ -114,6 +141,9 @@ class Array:
     def to_torch(self):
         import torch
 
+        if self.dtype == "BF16":
+            bits = torch.tensor(list(struct.unpack(f"<{len(self.data) // 2}h", self.data)), dtype=torch.int16)
+            return bits.view(torch.bfloat16).reshape(self.shape)
         dtype = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "BOOL": torch.bool}[self.dtype]
         return torch.tensor(self.flat(), dtype=dtype).reshape(self.shape)
 
