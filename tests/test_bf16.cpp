@@ -21,6 +21,7 @@
 #include <attograd/autograd/autograd.h>
 #include <attograd/autograd/bfloat16.h>
 #include <attograd/autograd/io/safetensors.h>
+#include <attograd/nn/linear.h>
 #include "test_util.h"
 
 using namespace attograd;
@@ -330,6 +331,33 @@ TEST(BFloat16, SafetensorsKeepsTheBits) {
   file += header;
   file += std::string("\x80\x3F\x00\xC0", 4);  // 0x3F80 (1.0), 0xC000 (-2.0)
   EXPECT_EQ(parse_safetensors(file).tensors.at("x").to_vector<double>(), (std::vector<double>{1.0, -2.0}));
+}
+
+// A bf16 checkpoint loads into an f32 or f64 model: every bf16 value is
+// exactly an f32 and an f64 (PyTorch's copy_ widens the same way). Other
+// dtype differences stay refused, and the hint names the conversion.
+TEST(BFloat16, CheckpointWidensIntoTheModel) {
+  Generator gen(0);
+  Linear f32(3, 2, gen);
+  Linear f64(3, 2, gen, true, DType::f64);
+  TensorMap sd = f32.state_dict();
+  const std::vector<uint16_t> w = {0x3F80, 0xC000, 0x3EAB, 0x0001, 0x7F7F, 0x8000};  // 1, -2, ~0.334, tiny, max, -0
+  sd["weight"] = bf16_from_bits(w, {2, 3});
+  sd["bias"] = bf16_from_bits({0x4049, 0xBF00}, {2});
+  for (Linear* m : {&f32, &f64}) {
+    m->load_state_dict(sd);
+    const std::vector<double> got = m->weight.to_vector<double>();
+    for (size_t i = 0; i < w.size(); ++i)
+      EXPECT_EQ(std::bit_cast<uint64_t>(got[i]), std::bit_cast<uint64_t>(static_cast<double>(float_from_bf16_bits(w[i]))))
+          << dtype_name(m->weight.dtype()) << " element " << i;
+    EXPECT_EQ(m->bias.to_vector<double>(), (std::vector<double>{3.140625, -0.5}));
+  }
+  EXPECT_EQ(f32.weight.dtype(), DType::f32);
+  EXPECT_EQ(f64.weight.dtype(), DType::f64);
+
+  const TensorMap narrowing = f64.state_dict();  // f64 values into the f32 model would round: the caller's choice
+  expect_error<DTypeError>([&] { f32.load_state_dict(narrowing); },
+                           {"load_state_dict", "checkpoint has dtype f64, the model has f32", "module.to(f64)"});
 }
 
 // ---- PyTorch --------------------------------------------------------------------------

@@ -548,6 +548,7 @@ st.save(sys.argv[1], {{
     "i": torch.tensor(-(2**62), dtype=torch.int64),
     "b": torch.tensor([True, False, True]),
     "e": torch.zeros(0, 2),
+    "h": torch.tensor([1.0, -2.5, 3.14159], dtype=torch.bfloat16),
 }}, {{"framework": "pt"}})
 )", kSourceDir));
   const int rc = std::system(fmt::format("{} -B {} {}", kPython, script, py_file).c_str());
@@ -560,6 +561,8 @@ st.save(sys.argv[1], {{
   expect_same(d.tensors.at("i"), Tensor::scalar(-4611686018427387904.0, DType::i64), "i");
   expect_same(d.tensors.at("b"), Tensor::from_vector(std::vector<bool>{true, false, true}, {3}), "b");
   expect_same(d.tensors.at("e"), Tensor::zeros({0, 2}), "e");
+  ASSERT_EQ(d.tensors.at("h").dtype(), DType::bf16);  // 3.14159 rounds to bf16 0x4049 = 3.140625
+  EXPECT_EQ(d.tensors.at("h").to_vector<double>(), (std::vector<double>{1.0, -2.5, 3.140625}));
   EXPECT_EQ(d.metadata, (Metadata{{"framework", "pt"}}));
 
   // The other way: C++ writes, the Python reader checks every value.
@@ -579,4 +582,21 @@ assert tensors["index"].tolist() == [[0, -1], [2**40, -(2**63)]]
 assert tensors["scalar"].tolist() == 3.5
 )", kSourceDir));
   EXPECT_EQ(std::system(fmt::format("{} -B {} {}", kPython, check, cpp_file).c_str()), 0);
+
+  // bf16 from C++: the Python reader widens the same values, and torch gets the same bits.
+  const std::string bf16_file = (dir / "bf16.safetensors").string();
+  save_safetensors(bf16_file, {{"h", Tensor::from_list({1.0, -2.5, 3.14159, 1e-40}, {2, 2}).to(DType::bf16)}});
+  const std::string check_bf16 = (dir / "check_bf16.py").string();
+  spit(check_bf16, fmt::format(R"(
+import sys
+sys.path.insert(0, "{0}/tools")
+import safetensors_io as st
+import torch
+h = st.load(sys.argv[1])[0]["h"]
+assert h.dtype == "BF16" and h.shape == (2, 2), h
+want = torch.tensor([[1.0, -2.5], [3.14159, 1e-40]]).to(torch.bfloat16)
+assert h.tolist() == want.float().tolist(), (h.tolist(), want)
+assert torch.equal(h.to_torch().view(torch.int16), want.view(torch.int16))
+)", kSourceDir));
+  EXPECT_EQ(std::system(fmt::format("{} -B {} {}", kPython, check_bf16, bf16_file).c_str()), 0);
 }

@@ -135,9 +135,15 @@ void Module::load_state_dict(const TensorMap& state, bool strict) {
     if (src.shape() != dst.shape())
       fail<ShapeError>("load_state_dict", "key '{}': checkpoint has shape {}, the model has {}", k,
                        shape_str(src.shape()), shape_str(dst.shape()));
-    if (src.dtype() != dst.dtype())
-      fail<DTypeError>("load_state_dict", "key '{}': checkpoint has dtype {}, the model has {}; hint: call "
-                       "module.to() first", k, dtype_name(src.dtype()), dtype_name(dst.dtype()));
+    // A bf16 checkpoint (the common way to share weights) widens exactly into
+    // f32 or f64 parameters, as PyTorch's copy_ does; any other difference
+    // would round or reinterpret, so it is the caller's explicit choice.
+    const bool widens = src.dtype() == DType::bf16 && is_floating(dst.dtype());
+    if (src.dtype() != dst.dtype() && !widens)
+      fail<DTypeError>("load_state_dict", "key '{}': checkpoint has dtype {}, the model has {}; hint: {}", k,
+                       dtype_name(src.dtype()), dtype_name(dst.dtype()),
+                       is_floating(src.dtype()) ? fmt::format("call module.to({}) first", dtype_name(src.dtype()))
+                                                : std::string("was the checkpoint written for this model?"));
     Tensor d = dst;
     d.copy_(src);
   }

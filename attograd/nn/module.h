@@ -64,7 +64,8 @@ class Module {
   // Parameters and persistent buffers by dotted name.
   TensorMap state_dict() const;
   // Copies values in. strict: every key must match both ways. A missing or
-  // unexpected key, or a shape/dtype mismatch, is an error naming the key.
+  // unexpected key, or a shape/dtype mismatch, is an error naming the key;
+  // bf16 values widen exactly into f32/f64 parameters (PyTorch's copy_).
   void load_state_dict(const TensorMap& state, bool strict = true);
 
   // Converts every parameter and buffer in place (f64 for gradchecks).
