@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <attograd/autograd/backend/blas_kernel.h>
+#include <attograd/autograd/backend/gemm_pieces.h>
 #include <attograd/autograd/backend/small_gemm.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/error.h>
@@ -39,59 +40,6 @@ void read_backend_from_env() {
   });
 }
 
-void check_gemm_args(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, int64_t lda, int64_t ldb,
-                     int64_t ldc) {
-  if (M < 0 || N < 0 || K < 0) fail<ValueError>("gemm", "sizes must be >= 0, got M={} N={} K={}", M, N, K);
-  // Row-major: a leading dim spans at least one stored row.
-  const int64_t need_a = std::max<int64_t>(1, trans_a ? M : K);
-  const int64_t need_b = std::max<int64_t>(1, trans_b ? K : N);
-  const int64_t need_c = std::max<int64_t>(1, N);
-  if (lda < need_a || ldb < need_b || ldc < need_c)
-    fail<ValueError>("gemm", "leading dims too small: lda={} (needs >= {}), ldb={} (needs >= {}), ldc={} (needs >= {}) "
-                     "for M={} N={} K={} trans_a={} trans_b={}", lda, need_a, ldb, need_b, ldc, need_c, M, N, K,
-                     trans_a, trans_b);
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();  // OpenBLAS' blasint (not the ILP64 build)
-  if (std::max({M, N, K, lda, ldb, ldc}) > kMax)
-    fail<ValueError>("gemm", "sizes M={} N={} K={} lda={} ldb={} ldc={} exceed the BLAS integer limit {}", M, N, K,
-                     lda, ldb, ldc, kMax);
-}
-
-// A GEMM of at least this many multiply-adds is cut into up to kPieces pieces
-// along the longer side of the output, each a multiple of kPieceAlign long
-// (so an output side of 64, a weight gradient [64, 64] summed over 1024 rows,
-// still gives two); the pieces run across the thread pool.
-// The cut depends on the shape only, never on the thread count, so the
-// numbers are the same with 1 or 2 threads (OpenBLAS may pick a different
-// kernel for a smaller product, so a thread-dependent cut would change them).
-// Smaller GEMMs (the attention's per-head products) are one call.
-constexpr int64_t kSplitWork = int64_t{1} << 21;
-constexpr int64_t kPieces = 4;  // enough for up to 4 threads; each piece stays a large GEMM
-constexpr int64_t kPieceAlign = 32;  // OpenBLAS' AVX-512 register blocking
-
-// out [M, N] in pieces: by rows of op(a) when M >= N, else by columns of
-// op(b); each piece is an ordinary single-threaded BLAS call on sub-matrices
-// (pointer offsets, same leading dims), one range of the pool's loop. The
-// pool's threads claim the pieces one at a time (threads.h), so a thread that
-// starts late (a worker waking up, or descheduled on a busy machine) takes
-// fewer pieces instead of holding the others up; which thread runs a piece
-// never changes its numbers.
-template <class T, class Kernel>
-void gemm_in_pieces(const Kernel& kernel, T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool ta,
-                    bool tb, int64_t lda, int64_t ldb, int64_t ldc, T alpha, T beta) {
-  const bool by_rows = M >= N;
-  const int64_t extent = by_rows ? M : N;
-  const int64_t piece_len = (extent + kPieces * kPieceAlign - 1) / (kPieces * kPieceAlign) * kPieceAlign;
-  const int64_t pieces = block_count(extent, piece_len);
-  parallel_for(pieces, 1, [&](int64_t first, int64_t last) {
-    for (int64_t piece = first; piece < last; ++piece) {
-      const int64_t lo = piece * piece_len, n = std::min(extent, lo + piece_len) - lo;
-      if (by_rows)  // rows lo.. of op(a) and of out
-        kernel(out + lo * ldc, ta ? a + lo : a + lo * lda, b, n, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
-      else  // columns lo.. of op(b) and of out
-        kernel(out + lo, a, tb ? b + lo * ldb : b + lo, M, n, K, ta, tb, lda, ldb, ldc, alpha, beta);
-    }
-  });
-}
 
 // Float products by shape class, for GemmBackend::blas: the first row whose
 // max_work (M·N·K) is not exceeded decides; trans_b is the library for a
@@ -137,6 +85,23 @@ void library_gemm(GemmBackend, double* out, const double* a, const double* b, in
 }
 
 }  // namespace
+
+void check_gemm_args(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, int64_t lda, int64_t ldb,
+                     int64_t ldc) {
+  if (M < 0 || N < 0 || K < 0) fail<ValueError>("gemm", "sizes must be >= 0, got M={} N={} K={}", M, N, K);
+  // Row-major: a leading dim spans at least one stored row.
+  const int64_t need_a = std::max<int64_t>(1, trans_a ? M : K);
+  const int64_t need_b = std::max<int64_t>(1, trans_b ? K : N);
+  const int64_t need_c = std::max<int64_t>(1, N);
+  if (lda < need_a || ldb < need_b || ldc < need_c)
+    fail<ValueError>("gemm", "leading dims too small: lda={} (needs >= {}), ldb={} (needs >= {}), ldc={} (needs >= {}) "
+                     "for M={} N={} K={} trans_a={} trans_b={}", lda, need_a, ldb, need_b, ldc, need_c, M, N, K,
+                     trans_a, trans_b);
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();  // OpenBLAS' blasint (not the ILP64 build)
+  if (std::max({M, N, K, lda, ldb, ldc}) > kMax)
+    fail<ValueError>("gemm", "sizes M={} N={} K={} lda={} ldb={} ldc={} exceed the BLAS integer limit {}", M, N, K,
+                     lda, ldb, ldc, kMax);
+}
 
 void set_gemm_backend(GemmBackend backend) {
   read_backend_from_env();
@@ -223,7 +188,7 @@ void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
                             int64_t la, int64_t lb, int64_t lc, T al, T be) {
     library_gemm(lib, o, a_, b_, m, n, k, ta, tb, la, lb, lc, al, be);
   };
-  if (M * N * K >= kSplitWork && std::max(M, N) >= 2 * kPieceAlign)
+  if (gemm_splits(M, N, K))
     gemm_in_pieces(kernel, out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
   else
     kernel(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);

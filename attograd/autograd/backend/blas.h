@@ -34,10 +34,27 @@ class Tensor;
 template <class T>
 void gemm_weight(T* out, const T* a, const Tensor& w, int64_t M, T alpha, T beta);
 
+// gemm's argument checks (gemm.h): a ValueError naming "gemm" for negative
+// sizes, leading dims too small, or a size past the 32-bit BLAS integer.
+void check_gemm_args(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, int64_t lda, int64_t ldb,
+                     int64_t ldc);
+
 // The reference kernel: same contract, no argument checks, sums in double.
 template <class T>
 void gemm_naive(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
                 int64_t lda, int64_t ldb, int64_t ldc, T alpha, T beta);
+
+// gemm_bf16's kernels (gemm.h's Bf16Gemm), callable one by one for tests
+// and benchmarks: same contract as gemm_bf16, no argument checks.
+void gemm_bf16_naive(float* out, const BFloat16* a, const BFloat16* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+                     bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta);
+void gemm_bf16_widened(float* out, const BFloat16* a, const BFloat16* b, int64_t M, int64_t N, int64_t K,
+                       bool trans_a, bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta);
+// The native kernel returns false, doing nothing, where it cannot run this
+// call: no AVX512-BF16 here (or no libxsmm), K = 0, or alpha and beta other
+// than (any, 0) and (1, 1).
+bool gemm_bf16_native(float* out, const BFloat16* a, const BFloat16* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+                      bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta);
 
 // OpenBLAS' own thread count: 1 from load time on (the pool splits large
 // GEMMs instead). Tests and benchmarks may change it; blas_corename() (the

@@ -23,6 +23,8 @@
 #include <string>
 #include <string_view>
 
+#include <attograd/autograd/bfloat16.h>
+
 namespace attograd {
 
 // The library every matrix product runs on (settings.h lists it with the
@@ -61,5 +63,33 @@ std::string blas_corename();
 template <class T>
 void gemm(T* out, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
           int64_t lda, int64_t ldb, int64_t ldc, T alpha, T beta);
+
+// ---- bf16 operands, f32 sums (autocast's products: autocast.h) ----------------------
+
+// The kernels gemm_bf16 can run. native: the CPU's AVX512-BF16 dot-product
+// instructions (through a library); widened: both operands widened to f32,
+// then gemm<float> (the same numbers up to summation order, at f32 speed: a
+// bf16 x bf16 product is exact in f32); naive: the reference loop.
+enum class Bf16Gemm { native, widened, naive };
+
+// The kernel gemm_bf16 runs now: naive under GemmBackend::naive, native on a
+// CPU with AVX512-BF16 when the build has a kernel for it, else widened.
+Bf16Gemm bf16_gemm_kernel();
+// "native", "widened" or "naive", and for native the instruction set and
+// library, for a program's summary line.
+std::string bf16_gemm_name(Bf16Gemm kernel);
+
+// out = alpha · op(a) @ op(b) + beta · out as gemm<float> above (same
+// arguments, checks and row-major contract), with a and b bfloat16 and out
+// and every sum float32.
+void gemm_bf16(float* out, const BFloat16* a, const BFloat16* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+               bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta);
+// gemm_bf16 under gemm's name: code templated on its operand type calls
+// gemm(out, a, b, ...) (no template argument) and gets gemm<T> for float or
+// double operands, this for bf16 ones.
+inline void gemm(float* out, const BFloat16* a, const BFloat16* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+                 bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
+  gemm_bf16(out, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
+}
 
 }  // namespace attograd

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <attograd/autograd/backend/cpu.h>
 #include <attograd/autograd/error.h>
 #include <attograd/version.h>
 
@@ -90,6 +91,38 @@ XsmmKernel xsmm_kernel(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans
 
 size_t xsmm_cached_kernels() { return xsmm_cache().size(); }
 
+bool xsmm_bf16_native() {
+  static const bool native = [] {
+    init_xsmm();
+    return cpu_features().avx512_bf16 && libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CPX;
+  }();
+  return native;
+}
+
+const char* xsmm_target_arch() {
+  init_xsmm();
+  return libxsmm_get_target_arch();
+}
+
+XsmmBf16Kernel xsmm_bf16_kernel(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, bool beta0) {
+  // Column-major, as the float kernels: m = N, n = M, its A = the packed b (VNNI_A, ld ldb), its B = a.
+  const int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (beta0 ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
+  const XsmmKey key{N, M, K, ldb, lda, ldc, flags};
+  thread_local std::unordered_map<XsmmKey, XsmmBf16Kernel::Fn, XsmmKeyHash> cache;
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    init_xsmm();
+    const auto m = static_cast<libxsmm_blasint>(key.m), n = static_cast<libxsmm_blasint>(key.n),
+               k = static_cast<libxsmm_blasint>(key.k), la = static_cast<libxsmm_blasint>(key.lda),
+               lb = static_cast<libxsmm_blasint>(key.ldb), lc = static_cast<libxsmm_blasint>(key.ldc);
+    const float one = 1.f, zero = 0.f;
+    const libxsmm_bsmmfunction fn = libxsmm_bsmmdispatch(m, n, k, &la, &lb, &lc, &one, beta0 ? &zero : &one, &flags,
+                                                         nullptr);
+    it = cache.emplace(key, reinterpret_cast<XsmmBf16Kernel::Fn>(fn)).first;
+  }
+  return XsmmBf16Kernel(it->second);
+}
+
 #else  // a build without libxsmm (ATTOGRAD_XSMM=OFF): no kernel, so the router picks OpenBLAS
 
 void XsmmKernel::operator()(float*, const float*, const float*) const {
@@ -105,6 +138,12 @@ XsmmKernel xsmm_kernel(int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, 
 }
 
 size_t xsmm_cached_kernels() { return 0; }
+
+bool xsmm_bf16_native() { return false; }
+
+const char* xsmm_target_arch() { return "none"; }
+
+XsmmBf16Kernel xsmm_bf16_kernel(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool) { return {}; }
 
 #endif  // ATTOGRAD_HAS_XSMM
 

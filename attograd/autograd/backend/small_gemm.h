@@ -28,6 +28,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <attograd/autograd/bfloat16.h>
+
 namespace attograd {
 
 // A libxsmm kernel bound to one call shape; empty when libxsmm has none.
@@ -60,6 +62,47 @@ XsmmKernel xsmm_kernel(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans
 
 // How many kernels the calling thread's cache holds (one per call shape seen).
 size_t xsmm_cached_kernels();
+
+// ---- bf16 kernels (gemm_bf16's native kernel, backend/gemm_bf16.cpp) ----------------
+//
+// libxsmm 1.17 JITs bf16 x bf16 -> f32 products with AVX512-BF16 dot-product
+// instructions when its target is Cooper Lake or later ("cpx"; Zen 4 and 5
+// are detected as such). Its bf16 kernels read b only VNNI-packed: op(b)
+// [K, N] stored as [K/2][N][2], rows k and k+1 interleaved (K even), and
+// neither operand transposed (measured: every other flag gives no kernel);
+// alpha = 1, beta 0 or 1.
+
+// Whether libxsmm runs bf16 products with AVX512-BF16 instructions here:
+// this CPU has them and libxsmm's target is cpx or later. False in a build
+// without libxsmm.
+bool xsmm_bf16_native();
+// libxsmm's target architecture ("cpx", "skx", "hsw", ...; "none" without libxsmm).
+const char* xsmm_target_arch();
+
+// Two bf16 values of one column of b, rows k and k+1: one element of the
+// VNNI-packed b, so a column offset j into it is a pointer offset j.
+struct VnniPair {
+  BFloat16 lo, hi;
+};
+
+// A libxsmm bf16 kernel bound to one block shape; empty when libxsmm has none.
+class XsmmBf16Kernel {
+ public:
+  using Fn = void (*)(const void* b_vnni, const void* a, float* c, ...);
+  XsmmBf16Kernel() = default;
+  explicit XsmmBf16Kernel(Fn fn) : fn_(fn) {}
+  explicit operator bool() const { return fn_ != nullptr; }
+  // out [M, N] (= or +=, as made) a [M, K] · b, b VNNI-packed from column 0 of b_vnni.
+  void operator()(float* out, const BFloat16* a, const VnniPair* b_vnni) const { fn_(b_vnni, a, out); }
+
+ private:
+  Fn fn_ = nullptr;
+};
+
+// The kernel for out [M, N] (rows ldc apart) = a [M, K] (row-major, rows lda
+// apart) · b, b VNNI-packed with ldb pairs per packed row (ldb >= N), K even;
+// beta0: out = the product, else out += it. From the calling thread's cache.
+XsmmBf16Kernel xsmm_bf16_kernel(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, bool beta0);
 
 // bt [K, N] (row-major, ld N) = the stored b [N, K] (rows ldb apart) transposed,
 // in tiles: how a transposed b reaches a libxsmm kernel.
