@@ -8,6 +8,7 @@
 //   GradMode                 this thread  true (records)   -
 //   AnomalyMode              this thread  false            -
 //   BackwardObserverSetting  this thread  null (none)      -
+//   AutocastMode             this thread  f32 (off)        -   (the programs' --precision)
 //   MemoryOptionsSetting     process      lean             ATTOGRAD_MEMORY=lean|fast|attention=…,layer_norm=…
 //   GemmBackendSetting       process      blas             ATTOGRAD_GEMM=blas|openblas|xsmm|naive
 //   NumThreadsSetting        process      1                - (the programs' --threads)
@@ -18,6 +19,7 @@
 //   GradMode                 GradMode::enabled() / set_enabled()        NoGradGuard (off), GradModeGuard(bool)
 //   AnomalyMode              AnomalyMode::enabled() / set_enabled()     AnomalyGuard (on)
 //   BackwardObserverSetting  backward_observer() / ...Setting::set()    BackwardObserverGuard(observer*)
+//   AutocastMode             AutocastMode::get() / set()                AutocastGuard (bf16)  (autocast.h)
 //   MemoryOptionsSetting     memory_options() / set_memory_options()    MemoryOptionsGuard(MemoryOptions)
 //   GemmBackendSetting       gemm_backend() / set_gemm_backend()        GemmBackendGuard(GemmBackend)  (backend/gemm.h)
 //   NumThreadsSetting        num_threads() / set_num_threads()          NumThreadsGuard(int)
@@ -134,6 +136,32 @@ inline BackwardObserver* backward_observer() { return BackwardObserverSetting::g
 // Installs a BackwardObserver on this thread while it lives; the previous one
 // (or none) comes back after.
 using BackwardObserverGuard = Scoped<BackwardObserverSetting>;
+
+// The precision autocast runs matrix products in: f32 (autocast off) or
+// bf16 (torch.autocast("cpu", dtype=torch.bfloat16)).
+enum class Precision { f32, bf16 };
+// Mixed precision on this thread: at bf16, the matrix products of f32
+// operands (linear, matmul, the fused attention) read them rounded to bf16
+// and sum in f32;
+// everything else stays f32. autocast.h has the whole policy.
+struct AutocastMode {
+  // f32 or bf16.
+  using value_type = Precision;
+  // The precision in force on this thread.
+  static Precision get();
+  // Sets it for this thread (prefer AutocastGuard, which restores it).
+  static void set(Precision precision);
+};
+// bf16 autocast on this thread while it lives (or the precision given); the
+// previous one comes back after. A recorded op keeps the precision its
+// forward ran in for its backward, whatever is in force then.
+class AutocastGuard : public Scoped<AutocastMode> {
+ public:
+  // Turns bf16 autocast on.
+  AutocastGuard() : Scoped(Precision::bf16) {}
+  // Sets `precision` (Precision::f32 turns autocast off in a scope).
+  explicit AutocastGuard(Precision precision) : Scoped(precision) {}
+};
 
 // What the fused ops keep for backward (memory.h explains the choices).
 struct MemoryOptionsSetting {

@@ -24,6 +24,11 @@
 // V is kept when dP is needed (dP reads V). With dropout either choice also
 // keeps the keep-mask (b8, [B, H, T, S]), one byte per weight.
 //
+// Under bf16 autocast (autocast.h) the fused op runs its products on bf16
+// copies of Q, K, V (In = BFloat16 below), which are what it keeps: each
+// head's P (and dS in backward) is rounded to bf16 where it enters a product,
+// every sum and the softmax stay f32, the output and gradients are f32.
+//
 // Higher-order gradients: while a graph is being created, the fused op falls
 // back to its composite twin (differentiated by twin_backward). For that it
 // also keeps handles to its inputs and options (no copies) and the
@@ -39,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include <attograd/autograd/autocast.h>
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/engine.h>
@@ -157,6 +163,26 @@ HeadMatrices<T> head_matrices(const Tensor& x) {
   return m;
 }
 
+// x as the products read it: x itself, or its bf16 copy under autocast.
+template <class In>
+Tensor operand(const Tensor& x) {
+  if constexpr (std::is_same_v<In, BFloat16>) return bf16_rounded(x);
+  else return x;
+}
+
+// n values x as a product's operand: x itself when In is T (scale is then
+// the product's alpha), else scale · x rounded to bf16 in `scratch`.
+template <class In, class T>
+const In* as_operand(std::vector<In>& scratch, const T* x, int64_t n, T scale) {
+  if constexpr (std::is_same_v<In, T>) {
+    return x;
+  } else {
+    scratch.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) scratch[i] = In(scale * x[i]);
+    return scratch.data();
+  }
+}
+
 // A gradient [B, N, L, C] for input x of that shape, stored like x when x is
 // the split-heads view of [B, L, N, C] data (x.reshape({B, L, N, C}).transpose(1, 2)),
 // else contiguous: then the transpose and reshape that made x pass the
@@ -176,12 +202,12 @@ HeadGrad<T> head_grad_like(const Tensor& x) {
   const bool split_heads = x.strides() == Shape{L * N * C, C, N * C, 1};
   HeadGrad<T> g;
   if (split_heads) {
-    const Tensor blnc = Tensor::empty({B, L, N, C}, x.dtype());
+    const Tensor blnc = Tensor::empty({B, L, N, C}, dtype_of<T>());
     g.t = make_view(blnc, {B, N, L, C}, {L * N * C, C, N * C, 1}, 0);
     g.data = blnc.data<T>();
     g.sb = L * N * C, g.sn = C, g.ld = N * C;
   } else {
-    g.t = Tensor::empty({B, N, L, C}, x.dtype());
+    g.t = Tensor::empty({B, N, L, C}, dtype_of<T>());
     g.data = g.t.template data<T>();
     g.sb = N * L * C, g.sn = L * C, g.ld = C;
   }
@@ -336,8 +362,8 @@ struct Forward {
 // O [T, Dv] = P V, or (P ⊙ Z) V with dropout. Heads are independent: the pool
 // takes them in ranges of (b, h). A head's P lives in f.P when that is kept
 // whole, else in a per-thread [T, S] scratch.
-template <class T>
-void attention_forward_heads(const HeadMatrices<T>& Q, const HeadMatrices<T>& K, const HeadMatrices<T>& V,
+template <class T, class In>
+void attention_forward_heads(const HeadMatrices<In>& Q, const HeadMatrices<In>& K, const HeadMatrices<In>& V,
                              const Masks<T>& masks, const Dims& d, T scale, T keep_scale, const Forward& f) {
   const int64_t H = d.H, T_ = d.T, S = d.S, D = d.D, Dv = d.Dv, TS = T_ * S;
   const bool dropping = f.keep.defined();
@@ -345,12 +371,13 @@ void attention_forward_heads(const HeadMatrices<T>& Q, const HeadMatrices<T>& K,
   parallel_for(d.B * H, 1, [&](int64_t first, int64_t last) {
     std::vector<T> scratch(dropping && !f.dropped.defined() ? TS : 0);  // P ⊙ Z [T, S]
     std::vector<T> head_p(f.P.defined() ? 0 : TS);                      // P [T, S] when not kept whole
+    std::vector<In> low;                                                // the mix as a bf16 operand
     for (int64_t bh = first; bh < last; ++bh) {
       const int64_t b = bh / H, h = bh % H;
       T* p = f.P.defined() ? f.P.data<T>() + bh * TS : head_p.data();
       T* stats = f.row_stats.defined() ? f.row_stats.data<T>() + bh * T_ * 2 : nullptr;
       // P [T, S] = scale · Q Kᵀ (K of the head's group), then masks and softmax in place
-      gemm<T>(p, Q.at(b, h), K.at(b, d.group(h)), T_, S, D, Q.trans, !K.trans, Q.ld, K.ld, S, scale, T(0));
+      gemm(p, Q.at(b, h), K.at(b, d.group(h)), T_, S, D, Q.trans, !K.trans, Q.ld, K.ld, S, scale, T(0));
       mask_and_softmax(p, stats, b, bh, d, masks);
       const T* mix = p;
       if (dropping) {
@@ -359,19 +386,19 @@ void attention_forward_heads(const HeadMatrices<T>& Q, const HeadMatrices<T>& K,
         mix = w;
       }
       // O [T, Dv] = P V   ((P ⊙ Z) V with dropout)
-      gemm<T>(out_data + (b * T_ * H + h) * Dv, mix, V.at(b, d.group(h)), T_, Dv, S, false, V.trans, S, V.ld, H * Dv,
-              T(1), T(0));
+      gemm(out_data + (b * T_ * H + h) * Dv, as_operand(low, mix, TS, T(1)), V.at(b, d.group(h)), T_, Dv, S, false,
+           V.trans, S, V.ld, H * Dv, T(1), T(0));
     }
   });
 }
 
 // The forward's buffers, the dropout draws, then every head. save_p: keep P
 // whole for backward; save_stats: keep the row statistics instead.
-template <class T>
-Forward attention_forward(const HeadMatrices<T>& Q, const HeadMatrices<T>& K, const HeadMatrices<T>& V,
+template <class T, class In>
+Forward attention_forward(const HeadMatrices<In>& Q, const HeadMatrices<In>& K, const HeadMatrices<In>& V,
                           const AttentionOptions& o, const Dims& d, bool save_p, bool save_stats) {
   const int64_t B = d.B, H = d.H, T_ = d.T, S = d.S;
-  const DType dt = Q.owner.dtype();
+  const DType dt = dtype_of<T>();
   const bool dropping = o.dropout_p > 0;
   Forward f;
   if (save_p || o.need_weights) f.P = Tensor::empty({B, H, T_, S}, dt);
@@ -389,7 +416,7 @@ Forward attention_forward(const HeadMatrices<T>& Q, const HeadMatrices<T>& K, co
     bool* z = f.keep.data<bool>();
     for (int64_t i = 0, n = f.keep.numel(); i < n; ++i) z[i] = o.generator->uniform() >= o.dropout_p;
   }
-  attention_forward_heads<T>(Q, K, V, gather_masks<T>(o, d), d, static_cast<T>(scale_of(o, d)),
+  attention_forward_heads<T, In>(Q, K, V, gather_masks<T>(o, d), d, static_cast<T>(scale_of(o, d)),
                              static_cast<T>(keep_scale_of(o)), f);
   return f;
 }
@@ -412,19 +439,22 @@ Saved backward_state(const AttentionOptions& o, const Dims& d, Generator::State 
   return sv;
 }
 
-template <class T>
+template <class T, class In>
 void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx);
 void attention_twin_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx);
 
-template <class T>
+// T: the dtype of q, k, v and of every sum; In: the products' operands (T,
+// or BFloat16 under autocast, when T is float).
+template <class T, class In>
 AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                                 const Dims& d) {
   const bool mask_learns = o.attn_mask.defined() && o.attn_mask.requires_grad();
   const bool recorded = any_requires_grad({q, k, v}) || (mask_learns && GradMode::enabled());
   const bool keep_p = memory_options().attention == AttentionSaves::probabilities;
-  const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
+  const HeadMatrices<In> Q = head_matrices<In>(operand<In>(q)), K = head_matrices<In>(operand<In>(k)),
+                         V = head_matrices<In>(operand<In>(v));
   const Generator::State gen_state = o.dropout_p > 0 ? o.generator->state() : Generator::State{};  // before the draws
-  const Forward f = attention_forward<T>(Q, K, V, o, d, recorded && keep_p, recorded && !keep_p);
+  const Forward f = attention_forward<T, In>(Q, K, V, o, d, recorded && keep_p, recorded && !keep_p);
 
   AttentionResult res;
   // The weights the caller reads: P ⊙ Z under dropout, else P (a copy when backward keeps P: never alias it).
@@ -435,17 +465,19 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
   }
   // q, k, v: the GEMM operands (dK reads Q, dQ reads K, dP reads V; recomputing
   // P reads Q and K); *_in and the masks: the inputs as given, handles for the
-  // composite twin and for recomputing P.
+  // composite twin and for recomputing P. Under autocast the bf16 copies
+  // stand for the inputs too, so the f32 inputs need not outlive the forward.
   const bool need_dp = q.requires_grad() || k.requires_grad() || mask_learns;
+  const bool low = !std::is_same_v<In, T>;
   const Buffers saved{.P = keep_p ? f.P : Tensor(),
                       .row_stats = f.row_stats,
                       .keep = f.keep,
                       .q = k.requires_grad() || !keep_p ? Q.owner.detach() : Tensor(),
                       .k = q.requires_grad() || !keep_p ? K.owner.detach() : Tensor(),
                       .v = need_dp ? V.owner.detach() : Tensor(),
-                      .q_in = q.detach(),
-                      .k_in = k.detach(),
-                      .v_in = v.detach(),
+                      .q_in = low ? Q.owner.detach() : q.detach(),
+                      .k_in = low ? K.owner.detach() : k.detach(),
+                      .v_in = low ? V.owner.detach() : v.detach(),
                       .attn_mask = o.attn_mask.defined() ? o.attn_mask.detach() : Tensor(),
                       .key_padding_mask = o.key_padding_mask};
   res.out = record(kFused, f.out, {q, k, v, mask_learns ? o.attn_mask : Tensor()}, saved_list(saved),
@@ -474,7 +506,7 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
     // dM = dS, which is 0 at its -∞ entries for the same reason.
     const Buffers buf = buffers_from(dx);
     if (dx.create_graph()) attention_twin_backward(sv, buf, grad, dx);
-    else attention_backward<T>(sv, buf, grad, dx);
+    else attention_backward<T, In>(sv, buf, grad, dx);
   });
   return res;
 }
@@ -484,7 +516,11 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
 // twin_backward, so the gradients can be differentiated again.
 void attention_twin_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx) {
   const Tensor mask_in = sv.mask_learns ? buf.attn_mask : Tensor();
-  twin_backward(dx, grad, {dx.input(0, buf.q_in), dx.input(1, buf.k_in), dx.input(2, buf.v_in), dx.input(3, mask_in)},
+  // Under autocast the inputs were kept as bf16 copies: the twin runs on them widened to f32.
+  const auto wide = [](const Tensor& t) { return t.dtype() == DType::bf16 ? t.to(DType::f32) : t; };
+  twin_backward(dx, grad,
+                {dx.input(0, wide(buf.q_in)), dx.input(1, wide(buf.k_in)), dx.input(2, wide(buf.v_in)),
+                 dx.input(3, mask_in)},
                 [&](const std::vector<Tensor>& x) {
                   AttentionOptions twin = sv.opts;
                   twin.attn_mask = buf.attn_mask;
@@ -498,13 +534,13 @@ void attention_twin_backward(const Saved& sv, const Buffers& buf, const Tensor& 
 }
 
 // The backward kernel, per head (see the derivation in fused_attention).
-template <class T>
+template <class T, class In>
 void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx) {
   const int64_t B = sv.d.B, H = sv.d.H, T_ = sv.d.T, S = sv.d.S, D = sv.d.D, Dv = sv.d.Dv, G = sv.d.G;
   const int64_t TS = T_ * S, R = H / G;
   const T scale = static_cast<T>(sv.scale), keep_scale = static_cast<T>(sv.keep_scale);
   const bool dropping = buf.keep.defined(), need_dp = dx.needs(0) || dx.needs(1) || dx.needs(3);
-  const HeadMatrices<T> dO = head_matrices<T>(grad);  // dO [T, Dv] per head
+  const HeadMatrices<In> dO = head_matrices<In>(operand<In>(grad));  // dO [T, Dv] per head
   const bool recompute = !buf.P.defined();
   Masks<T> masks;
   if (recompute) {
@@ -513,10 +549,12 @@ void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad,
     mo.key_padding_mask = buf.key_padding_mask;
     masks = gather_masks<T>(mo, sv.d);
   }
-  HeadMatrices<T> Q, K, V;
-  if (buf.q.defined()) Q = head_matrices<T>(buf.q);
-  if (buf.k.defined()) K = head_matrices<T>(buf.k);
-  if (buf.v.defined()) V = head_matrices<T>(buf.v);
+  HeadMatrices<In> Q, K, V;
+  if (buf.q.defined()) Q = head_matrices<In>(buf.q);
+  if (buf.k.defined()) K = head_matrices<In>(buf.k);
+  if (buf.v.defined()) V = head_matrices<In>(buf.v);
+  // In bf16, scale goes into dS before it is rounded (gemm_bf16's fast kernel takes alpha = 1 when it adds).
+  const T ds_alpha = std::is_same_v<In, T> ? scale : T(1);
   const DType dt = grad.dtype();
   // dQ [B, H, T, D], dK [B, G, S, D], dV [B, G, S, Dv], each laid out like its input
   const HeadGrad<T> dq = dx.needs(0) ? head_grad_like<T>(buf.q_in) : HeadGrad<T>{};
@@ -532,13 +570,14 @@ void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad,
     std::vector<T> ds(need_dp ? TS : 0);                       // dP, then dS, [T, S]
     std::vector<T> pz(dropping && dx.needs(2) ? TS : 0);       // P ⊙ Z [T, S]
     std::vector<T> head_p(recompute ? TS : 0);                 // P [T, S], recomputed
+    std::vector<In> low_mix, low_ds;                           // P ⊙ Z and scale · dS as bf16 operands
     for (int64_t bh = first * R; bh < last * R; ++bh) {  // the heads of groups [first, last)
       const int64_t b = bh / H, h = bh % H, g = h / R;
       const T acc = h % R == 0 ? T(0) : T(1);  // the group's first head writes dK, dV; the others add
       const T* p = recompute ? head_p.data() : buf.P.data<T>() + bh * TS;
       if (recompute) {
         // P [T, S] as the forward made it: the same GEMM, masks, then exp(score − max) · inv per row
-        gemm<T>(head_p.data(), Q.at(b, h), K.at(b, g), T_, S, D, Q.trans, !K.trans, Q.ld, K.ld, S, scale, T(0));
+        gemm(head_p.data(), Q.at(b, h), K.at(b, g), T_, S, D, Q.trans, !K.trans, Q.ld, K.ld, S, scale, T(0));
         mask_and_softmax_again(head_p.data(), buf.row_stats.data<T>() + bh * T_ * 2, b, bh, sv.d, masks);
       }
       const bool* z = dropping ? buf.keep.data<bool>() + bh * TS : nullptr;
@@ -549,11 +588,12 @@ void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad,
           mix = pz.data();
         }
         // dV_g [S, Dv] += (P ⊙ Z)ᵀ dO
-        gemm<T>(dv.at(b, g), mix, dO.at(b, h), S, Dv, T_, true, dO.trans, S, dO.ld, dv.ld, T(1), acc);
+        gemm(dv.at(b, g), as_operand(low_mix, mix, TS, T(1)), dO.at(b, h), S, Dv, T_, true, dO.trans, S, dO.ld, dv.ld,
+             T(1), acc);
       }
       if (!need_dp) continue;
       // dP [T, S] = (dO Vᵀ) ⊙ Z
-      gemm<T>(ds.data(), dO.at(b, h), V.at(b, g), T_, S, Dv, dO.trans, !V.trans, dO.ld, V.ld, S, T(1), T(0));
+      gemm(ds.data(), dO.at(b, h), V.at(b, g), T_, S, Dv, dO.trans, !V.trans, dO.ld, V.ld, S, T(1), T(0));
       if (dropping) apply_keep(ds.data(), ds.data(), z, TS, keep_scale);
       // dS = P ⊙ (dP − rowsum(dP ⊙ P)), over dP in place; 0 wherever P is 0
       for (int64_t t = 0; t < T_; ++t) softmax_backward_row(ds.data() + t * S, ds.data() + t * S, p + t * S, S);
@@ -561,12 +601,14 @@ void attention_backward(const Saved& sv, const Buffers& buf, const Tensor& grad,
         T* m = dm.data<T>() + bh * dm_head_stride;
         for (int64_t i = 0; i < TS; ++i) m[i] += ds[i];
       }
+      if (!dx.needs(0) && !dx.needs(1)) continue;
+      const In* dsx = as_operand(low_ds, ds.data(), TS, scale);  // ds itself, or bf16(scale · dS)
       // dQ [T, D] = scale · dS K
       if (dx.needs(0))
-        gemm<T>(dq.at(b, h), ds.data(), K.at(b, g), T_, D, S, false, K.trans, S, K.ld, dq.ld, scale, T(0));
+        gemm(dq.at(b, h), dsx, K.at(b, g), T_, D, S, false, K.trans, S, K.ld, dq.ld, ds_alpha, T(0));
       // dK_g [S, D] += scale · dSᵀ Q
       if (dx.needs(1))
-        gemm<T>(dk.at(b, g), ds.data(), Q.at(b, h), S, D, T_, true, Q.trans, S, Q.ld, dk.ld, scale, acc);
+        gemm(dk.at(b, g), dsx, Q.at(b, h), S, D, T_, true, Q.trans, S, Q.ld, dk.ld, ds_alpha, acc);
     }
   });
   if (dx.needs(0)) dx[0] += dq.t;
@@ -597,7 +639,11 @@ Tensor repeat_kv_heads(const Tensor& x, const Dims& d) {
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionOptions& o) {
   const Dims d = check_inputs(kFused, q, k, v, o);
-  return dispatch_float(q.dtype(), kFused, [&]<class T>() { return fused_attention<T>(q, k, v, o, d); });
+  return dispatch_float(q.dtype(), kFused, [&]<class T>() {
+    if constexpr (std::is_same_v<T, float>)
+      if (autocast_to_bf16(q.dtype())) return fused_attention<float, BFloat16>(q, k, v, o, d);
+    return fused_attention<T, T>(q, k, v, o, d);
+  });
 }
 
 // The same attention from primitives, each recording its own node:

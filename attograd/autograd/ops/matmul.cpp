@@ -18,10 +18,16 @@
 // Higher-order gradients: while a graph is being created, both backwards
 // write their formula with the differentiable ops themselves (matmul,
 // transpose, reshape, sum_to) on the saved operands rejoined to the graph.
+//
+// Under bf16 autocast (autocast.h) both ops round their f32 operands to bf16
+// (bf16_rounded), run the mixed product (gemm_bf16: f32 sums, f32 out) and
+// save the bf16 copies; their backward rounds grad to bf16 too. `low` below
+// is that decision, made in forward and kept by the closure.
 #include <attograd/autograd/ops/matmul.h>
 
 #include <algorithm>
 
+#include <attograd/autograd/autocast.h>
 #include <attograd/autograd/backend/blas.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/engine.h>
@@ -107,8 +113,9 @@ bool fold_innermost(Product& p) {
   return attempt(true) || attempt(false);
 }
 
-template <class T>
-void run(Product p, T* out, const T* a, const T* b, T beta) {
+// Operands In are T, or BFloat16 with T = float (autocast's mixed product).
+template <class T, class In>
+void run(Product p, T* out, const In* a, const In* b, T beta) {
   for (size_t d = p.batch.size(); d-- > 0;) {
     if (p.batch[d] == 0) return;
     if (p.batch[d] != 1) continue;
@@ -123,7 +130,7 @@ void run(Product p, T* out, const T* a, const T* b, T beta) {
   for_each_offset(
       p.batch,
       [&](int64_t oa, int64_t ob, int64_t oo) {
-        gemm<T>(out + oo, a + oa, b + ob, p.M, p.N, p.K, la.trans, lb.trans, la.ld, lb.ld, lo.ld, T(1), beta);
+        gemm(out + oo, a + oa, b + ob, p.M, p.N, p.K, la.trans, lb.trans, la.ld, lb.ld, lo.ld, T(1), beta);
       },
       Strided{p.a.batch_strides, p.a.offset}, Strided{p.b.batch_strides, p.b.offset},
       Strided{p.out.batch_strides, p.out.offset});
@@ -148,13 +155,20 @@ Tensor operand(const Tensor& t) {
 Tensor with_shape(const Tensor& t, const Shape& shape) { return make_view(t, shape, contiguous_strides(shape), t.offset()); }
 
 // op(x) @ op(y) for every index of `batch`, written into out [obatch..., M, N]
-// with beta (see Product). x and y come from operand().
+// with beta (see Product). x and y come from operand() or bf16_rounded() (then
+// out is f32).
 void run_product(const Tensor& x, bool tx, const Tensor& y, bool ty, const Shape& batch, const Tensor& out,
                  double beta) {
   Product p{batch, out.size(-2), out.size(-1), tx ? x.size(-2) : x.size(-1), {}, {}, mat_ref(out, batch)};
   p.a = tx ? mat_ref(x, batch).t() : mat_ref(x, batch);
   p.b = ty ? mat_ref(y, batch).t() : mat_ref(y, batch);
-  dispatch_float(out.dtype(), "matmul", [&]<class T>() { run<T>(p, storage_base<T>(out), storage_base<T>(x), storage_base<T>(y), T(beta)); });
+  if (x.dtype() == DType::bf16)
+    run<float, BFloat16>(p, storage_base<float>(out), storage_base<BFloat16>(x), storage_base<BFloat16>(y),
+                         static_cast<float>(beta));
+  else
+    dispatch_float(out.dtype(), "matmul", [&]<class T>() {
+      run<T, T>(p, storage_base<T>(out), storage_base<T>(x), storage_base<T>(y), T(beta));
+    });
 }
 
 // A fresh out_shape = [obatch..., M, N] tensor holding Σ op(x) @ op(y) over
@@ -165,7 +179,8 @@ void run_product(const Tensor& x, bool tx, const Tensor& y, bool ty, const Shape
 Tensor product(const Tensor& x, bool tx, const Tensor& y, bool ty, const Shape& batch, const Shape& out_shape) {
   const Shape obatch(out_shape.begin(), out_shape.end() - 2);
   const bool reduces = shape_numel(obatch) != shape_numel(batch);
-  Tensor out = reduces ? Tensor::zeros(out_shape, x.dtype()) : Tensor::empty(out_shape, x.dtype());
+  const DType dt = x.dtype() == DType::bf16 ? DType::f32 : x.dtype();
+  Tensor out = reduces ? Tensor::zeros(out_shape, dt) : Tensor::empty(out_shape, dt);
   run_product(x, tx, y, ty, batch, out, reduces ? 1.0 : 0.0);
   return out;
 }
@@ -190,6 +205,11 @@ Shape batch_shape(const Tensor& a2, const Tensor& b2, const Tensor& a, const Ten
   }
 }
 
+// An operand as the product reads it: rounded to bf16 under autocast (low).
+Tensor lowered(bool low, const Tensor& t) { return low ? bf16_rounded(t) : t; }
+// A saved operand as a create_graph formula reads it: widened back to f32.
+Tensor widened(bool low, const Tensor& t) { return low ? t.to(DType::f32) : t; }
+
 void check_pair(std::string_view op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
     fail<DTypeError>(op, "operands have dtypes {} {} and {} {}; hint: convert one with .to()", dtype_name(a.dtype()),
@@ -210,9 +230,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     fail<ShapeError>("matmul", "both operands need at least 1 dim, got shapes {} and {}; hint: use mul() to scale "
                      "by a 0-d tensor", shape_str(a.shape()), shape_str(b.shape()));
   check_pair("matmul", a, b);
+  const bool low = autocast_to_bf16(a.dtype());
   const bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
-  const Tensor a2 = operand(a_vec ? make_view(a, {1, a.size(0)}, {0, a.strides()[0]}, a.offset()) : a);  // [..., M, K]
-  const Tensor b2 = operand(b_vec ? make_view(b, {b.size(0), 1}, {b.strides()[0], 0}, b.offset()) : b);  // [..., K, N]
+  const Tensor a2 = lowered(low, operand(a_vec ? make_view(a, {1, a.size(0)}, {0, a.strides()[0]}, a.offset()) : a));  // [..., M, K]
+  const Tensor b2 = lowered(low, operand(b_vec ? make_view(b, {b.size(0), 1}, {b.strides()[0], 0}, b.offset()) : b));  // [..., K, N]
   const int64_t M = a2.size(-2), K = a2.size(-1), N = b2.size(-1);
   if (b2.size(-2) != K)
     fail<ShapeError>("matmul", "shapes {} and {} cannot be multiplied: a has {} columns but b has {} rows; hint: "
@@ -227,23 +248,23 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (!any_requires_grad({a, b})) return out;
   return record("matmul", out, {a, b},
                 {{"a", b.requires_grad() ? a2 : Tensor()}, {"b", a.requires_grad() ? b2 : Tensor()}},
-                [sa2 = a2.shape(), sb2 = b2.shape(), sa = a.shape(), sb = b.shape(), batch, full, a_vec,
-                 b_vec](const Tensor& grad, Grads& dx, const Tensor& a_, const Tensor& b_) {
+                [sa2 = a2.shape(), sb2 = b2.shape(), sa = a.shape(), sb = b.shape(), batch, full, a_vec, b_vec,
+                 low](const Tensor& grad, Grads& dx, const Tensor& a_, const Tensor& b_) {
                   // out = a @ b  =>  da = grad @ bᵀ,  db = aᵀ @ grad
                   // each summed over the batch dims its operand was broadcast along (see product()).
                   if (dx.create_graph()) {
                     const Tensor G = grad.reshape(full);  // [batch..., M, N]
                     if (dx.needs(0)) {
-                      const Tensor B = dx.input(1, b_vec ? b_.reshape(sb) : b_).reshape(sb2);
+                      const Tensor B = dx.input(1, widened(low, b_vec ? b_.reshape(sb) : b_)).reshape(sb2);
                       dx[0] += sum_to(matmul(G, B.transpose(-1, -2)), sa2).reshape(sa);
                     }
                     if (dx.needs(1)) {
-                      const Tensor A = dx.input(0, a_vec ? a_.reshape(sa) : a_).reshape(sa2);
+                      const Tensor A = dx.input(0, widened(low, a_vec ? a_.reshape(sa) : a_)).reshape(sa2);
                       dx[1] += sum_to(matmul(A.transpose(-1, -2), G), sb2).reshape(sb);
                     }
                     return;
                   }
-                  const Tensor g = operand(unsqueeze_vec_dims(grad, full, a_vec, b_vec));  // [batch..., M, N]
+                  const Tensor g = lowered(low, operand(unsqueeze_vec_dims(grad, full, a_vec, b_vec)));  // [batch..., M, N]
                   if (dx.needs(0)) dx[0] += with_shape(product(g, false, b_, true, batch, sa2), sa);
                   if (dx.needs(1)) dx[1] += with_shape(product(a_, true, g, false, batch, sb2), sb);
                 });
@@ -286,7 +307,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                        shape_str(w.shape()));
     check_pair("linear", x, bias);
   }
-  const Tensor x2 = operand(rows_view(x)), w2 = operand(w);  // [R, I], [O, I]
+  const bool low = autocast_to_bf16(x.dtype());
+  const Tensor x2 = lowered(low, operand(rows_view(x))), w2 = lowered(low, operand(w));  // [R, I], [O, I]
   Shape out_shape = x.shape();
   out_shape.back() = O;
   const Tensor out = Tensor::empty(out_shape, x.dtype());
@@ -310,18 +332,19 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   if (!any_requires_grad({x, w, bias})) return out;
   return record("linear", out, {x, w, bias},
                 {{"x", w.requires_grad() ? x2 : Tensor()}, {"w", x.requires_grad() ? w2 : Tensor()}},
-                [sx = x.shape(), sw = w.shape(), O](const Tensor& grad, Grads& dx, const Tensor& x_, const Tensor& w_) {
+                [sx = x.shape(), sw = w.shape(), O, low](const Tensor& grad, Grads& dx, const Tensor& x_,
+                                                          const Tensor& w_) {
                   // out = x @ wᵀ + b  =>  dx = grad @ w,  dw = gradᵀ @ x,  db = Σ_rows grad
                   if (dx.create_graph()) {
-                    if (dx.needs(0)) dx[0] += matmul(grad, dx.input(1, w_));
+                    if (dx.needs(0)) dx[0] += matmul(grad, dx.input(1, widened(low, w_)));
                     if (dx.needs(1)) {
-                      const Tensor X = dx.input(0, x_.reshape(sx)).reshape({-1, sw[1]});  // [R, I]
+                      const Tensor X = dx.input(0, widened(low, x_.reshape(sx))).reshape({-1, sw[1]});  // [R, I]
                       dx[1] += matmul(grad.reshape({-1, O}).transpose(0, 1), X);
                     }
                     if (dx.needs(2)) dx[2] += sum_to(grad, {O});
                     return;
                   }
-                  const Tensor g = operand(rows_view(grad));  // [R, O]
+                  const Tensor g = lowered(low, operand(rows_view(grad)));  // [R, O]
                   if (dx.needs(0)) dx[0] += with_shape(product(g, false, w_, false, {}, {g.size(0), sw[1]}), sx);
                   if (dx.needs(1)) dx[1] += product(g, true, x_, false, {}, sw);
                   if (dx.needs(2)) dx[2] += sum_to(grad, {O});
