@@ -1,13 +1,16 @@
 // copy_task's training flags as a user meets them: --optimizer trains with
 // every row of the optimizer table and an unknown name lists the valid ones;
 // every hint in a schedule error is a value that works when passed back; and
-// --on-nonfinite skip gives up after --max-consecutive-skips steps in a row.
+// --on-nonfinite skip gives up after --max-consecutive-skips steps in a row;
+// --precision bf16 says what it runs on this machine and falls back to f32
+// where bf16 would not be native.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <regex>
 
 #include "examples/common/checkpoint.h"
+#include "examples/common/trainer.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -106,6 +109,43 @@ TEST_F(TrainerFlags, SkipGivesUpByDefault) {
   // A run whose every step is non-finite no longer trains on to --steps.
   testing::expect_one_line_error(run(kExploding), "copy_task", "after 21 non-finite steps in a row "
                                                                "(--max-consecutive-skips 20)");
+}
+
+// --precision bf16 trains only where the bf16 products run native; the plan
+// is a pure function of the kernel, so every fallback is checked on every
+// machine, whatever its CPU has.
+TEST(PrecisionPlan, Bf16TrainsOnlyWhereItsProductsRunNative) {
+  const PrecisionPlan f32 = plan_precision(Precision::f32, Bf16Gemm::native);
+  EXPECT_EQ(f32.precision, Precision::f32);
+  EXPECT_EQ(f32.note, "");
+  const PrecisionPlan native = plan_precision(Precision::bf16, Bf16Gemm::native);
+  EXPECT_EQ(native.precision, Precision::bf16);
+  EXPECT_NE(native.note.find("AVX512-BF16"), std::string::npos) << native.note;
+  const PrecisionPlan widened = plan_precision(Precision::bf16, Bf16Gemm::widened);
+  EXPECT_EQ(widened.precision, Precision::f32);
+  EXPECT_NE(widened.note.find("this CPU has no AVX512-BF16"), std::string::npos) << widened.note;
+  EXPECT_NE(widened.note.find("training in float32"), std::string::npos) << widened.note;
+  EXPECT_EQ(widened.note.find('\n'), std::string::npos);  // one line
+  const PrecisionPlan naive = plan_precision(Precision::bf16, Bf16Gemm::naive);
+  EXPECT_EQ(naive.precision, Precision::f32);
+  EXPECT_NE(naive.note.find("naive"), std::string::npos) << naive.note;
+}
+
+// The program says, in the plan's one line, what --precision bf16 does on
+// this machine (the detection is the library's: bf16_gemm_kernel()), trains,
+// and records the precision it trained in.
+TEST_F(TrainerFlags, PrecisionBf16SaysWhatItRunsAndRecordsIt) {
+  std::vector<std::string> loud = kTiny;
+  loud.erase(std::find(loud.begin(), loud.end(), "--quiet"));
+  const std::string ck = dir_ + "/ck-bf16";
+  const auto r = run({"--precision", "bf16", "--steps", "3", "--warmup", "1", "--checkpoint-dir", ck}, loud);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const PrecisionPlan plan = plan_precision(Precision::bf16, bf16_gemm_kernel());
+  EXPECT_NE(r.out.find(plan.note + "\n"), std::string::npos) << r.out;
+  const auto run_json = nlohmann::json::parse(testing::read_text(ck + "/run.json"));
+  EXPECT_EQ(run_json.at("precision"), plan.precision == Precision::bf16 ? "bf16" : "f32");
+  testing::expect_one_line_error(run({"--precision", "fp16"}), "copy_task",
+                                 "--precision must be f32 or bf16, got 'fp16'");
 }
 
 }  // namespace

@@ -91,11 +91,18 @@ constexpr SettingChoice<dist::ReduceOrder> kReduceOrders[] = {
     {"fixed", "rank order; bit-identical on every rank and run", dist::ReduceOrder::fixed},
 };
 
+constexpr SettingChoice<Precision> kPrecisions[] = {
+    {"f32", "float32 everywhere", Precision::f32},
+    {"bf16", "matrix products in bfloat16 with float32 sums, the rest float32; needs AVX512-BF16, else float32",
+     Precision::bf16},
+};
+
 }  // namespace
 
 std::span<const OptimizerChoice> optimizer_choices() { return kOptimizers; }
 std::span<const ScheduleChoice> schedule_choices() { return kSchedules; }
 std::span<const SettingChoice<OnNonfinite>> nonfinite_choices() { return kOnNonfinite; }
 std::span<const SettingChoice<dist::ReduceOrder>> reduce_order_choices() { return kReduceOrders; }
+std::span<const SettingChoice<Precision>> precision_choices() { return kPrecisions; }
 
 }  // namespace attograd::app

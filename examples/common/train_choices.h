@@ -1,7 +1,7 @@
 // The example programs' shared code (namespace attograd::app, never installed), not the library.
 // The optimizers and lr schedules a training program chooses by name
 // (--optimizer, --schedule), and the settings --on-nonfinite and
-// --allreduce-order name: one table each, a row per choice with its name,
+// --allreduce-order and --precision name: one table each, a row per choice with its name,
 // one line of help and a factory (or the setting). The flags' help, their validation and the
 // trainer all read these tables, so a new choice is a new row.
 #pragma once
@@ -46,6 +46,7 @@ struct SettingChoice {
 
 std::span<const SettingChoice<OnNonfinite>> nonfinite_choices();
 std::span<const SettingChoice<dist::ReduceOrder>> reduce_order_choices();
+std::span<const SettingChoice<Precision>> precision_choices();
 
 // "a, b or c": the names in a table.
 template <class Choice>

@@ -76,6 +76,8 @@ void add_train_flags(cxxopts::Options& o, const TrainOptions& d) {
       ("max-consecutive-skips", "with --on-nonfinite skip: stop as stop does when more steps than this in a row are "
        "non-finite", cxxopts::value<int64_t>()->default_value(std::to_string(d.max_consecutive_skips)))
       ("detect-anomaly", "name the first op whose output or gradient becomes NaN/Inf")
+      ("precision", choice_help("training precision", precision_choices()),
+       cxxopts::value<std::string>()->default_value(choice_name(precision_choices(), d.precision)))
       ("graph-out", "write the first step's graph to FILE.dot (and FILE.svg when Graphviz's dot is on PATH); "
        "training goes on", cxxopts::value<std::string>()->default_value(""))
       ("graph-collapse", "with --graph-out: draw identical layers once, with a count")
@@ -158,6 +160,7 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
   t.on_nonfinite = find_choice(nonfinite_choices(), r["on-nonfinite"].as<std::string>(), "on-nonfinite").value;
   t.max_consecutive_skips = cli::flag_in_range<int64_t>(r, "max-consecutive-skips", 1, int64_t{1} << 40);
   t.detect_anomaly = r.count("detect-anomaly") > 0;
+  t.precision = find_choice(precision_choices(), r["precision"].as<std::string>(), "precision").value;
   t.views = {r["graph-out"].as<std::string>(), r.count("graph-collapse") > 0, r["trace-backward"].as<std::string>()};
   if (t.views.graph_collapse && t.views.graph_out.empty()) fail<ValueError>("flags", "--graph-collapse needs --graph-out");
   t.allreduce_order =
@@ -168,6 +171,16 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
 }
 
 // ---- training -----------------------------------------------------------------------------------
+
+PrecisionPlan plan_precision(Precision asked, Bf16Gemm kernel) {
+  if (asked == Precision::f32) return {Precision::f32, ""};
+  if (kernel == Bf16Gemm::native)
+    return {Precision::bf16, fmt::format("precision bf16: matrix products in bfloat16 on {}", bf16_gemm_name(kernel))};
+  const std::string why = kernel == Bf16Gemm::naive ? "the GEMM backend is naive (ATTOGRAD_GEMM)"
+                                                     : "this CPU has no AVX512-BF16 instructions";
+  return {Precision::f32, fmt::format("precision bf16: {}, so bf16 products would run widened to float32 (no "
+                                      "faster); training in float32", why)};
+}
 
 std::pair<int64_t, int64_t> share_of(int64_t n, int rank, int size) {
   return {n * rank / size, n * (rank + 1) / size};
@@ -342,6 +355,7 @@ class Trainer {
   int64_t step_tokens_ = 0;  // the tokens of the current step's global batch
   bool evaluated_ = false;
   bool views_pending_ = false;  // --graph-out / --trace-backward wait for the first step
+  const PrecisionPlan precision_;  // --precision as this machine runs it (plan_precision)
   std::optional<int64_t> last_checkpoint_step_;
 };
 
@@ -355,7 +369,8 @@ Trainer::Trainer(TrainTask& task, const TrainOptions& opt)
       reducer_(comm_, params_, {.order = opt.allreduce_order}),
       optimizer_(find_choice(optimizer_choices(), opt.optimizer, "optimizer").make(params_, opt)),
       schedule_(find_choice(schedule_choices(), opt.schedule, "schedule").make(opt, task.model_width())),
-      meta_(task.checkpoint_meta()) {
+      meta_(task.checkpoint_meta()),
+      precision_(plan_precision(opt.precision, bf16_gemm_kernel())) {
   state_.optimizer = opt.optimizer;
   claim_checkpoint_dir(opt_);
   meta_.program = opt_.program;
@@ -364,8 +379,10 @@ Trainer::Trainer(TrainTask& task, const TrainOptions& opt)
     if (!opt_.run_dir->note().empty()) say(opt_.run_dir->note());
     if (leads())
       opt_.run_dir->record({{"program", opt_.program}, {"config", meta_.config}, {"task", meta_.task},
-                            {"steps", opt_.steps}, {"optimizer", opt_.optimizer}, {"seed", opt_.seed}});
+                            {"steps", opt_.steps}, {"optimizer", opt_.optimizer}, {"seed", opt_.seed},
+                            {"precision", choice_name(precision_choices(), precision_.precision)}});
   }
+  if (!precision_.note.empty()) say(precision_.note);
   if (opt_.resume) resume();
   if (!opt.init_from.empty()) init_from();
   dist::broadcast_parameters(comm_, params_);
@@ -543,7 +560,11 @@ bool Trainer::step(int64_t step) {
 double Trainer::forward_backward(int64_t step) {
   std::optional<AnomalyGuard> anomaly;
   if (opt_.detect_anomaly) anomaly.emplace();
-  const ShardLoss shard = task_.next_loss(opt_.label_smoothing);
+  ShardLoss shard;
+  {  // the forward under autocast; each op's backward keeps the precision its forward ran in
+    const AutocastGuard autocast(precision_.precision);
+    shard = task_.next_loss(opt_.label_smoothing);
+  }
   step_tokens_ = shard.global_tokens;
   const double mine = shard.loss ? shard.loss->item() : 0.0;
   // This rank's own loss is not finite: in stop mode it alone reports and

@@ -25,6 +25,8 @@
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 
+#include <attograd/autograd/backend/gemm.h>
+#include <attograd/autograd/settings.h>
 #include <attograd/dist/reducer.h>
 
 #include <attograd/data/loader.h>
@@ -80,6 +82,10 @@ struct TrainOptions {
   OnNonfinite on_nonfinite = OnNonfinite::stop;
   int64_t max_consecutive_skips = 20;  // skip: more non-finite steps in a row than this stop the run as stop does
   bool detect_anomaly = false;
+  // --precision: bf16 runs the training forward's matrix products in bfloat16
+  // with float32 sums (autocast.h) where the CPU has AVX512-BF16 (see
+  // plan_precision); evaluation runs in float32.
+  Precision precision = Precision::f32;
   BackpropViews views;            // --graph-out, --trace-backward: of the run's first step, then training goes on
   int64_t samples = 5;            // sample decodes shown at the end
   bool quiet = false;             // no progress line (tests)
@@ -87,6 +93,17 @@ struct TrainOptions {
   // order, or rank order with bit-identical sums on every rank.
   dist::ReduceOrder allreduce_order = dist::ReduceOrder::native;
 };
+
+// The precision a run trains in: the one asked for, except bf16 where this
+// machine's bf16 products would not run native (no AVX512-BF16, or the naive
+// GEMM backend): widened to f32 they give bf16's numbers at f32's speed, so
+// the run trains in f32 instead. `note` is the one line the run prints for a
+// bf16 request: the kernel it runs, or why it stays f32.
+struct PrecisionPlan {
+  Precision precision = Precision::f32;
+  std::string note;
+};
+PrecisionPlan plan_precision(Precision asked, Bf16Gemm kernel);
 
 // Flags shared by every training program, each with a default and one line of help.
 void add_model_flags(cxxopts::Options& o, const TransformerConfig& defaults);
