@@ -7,11 +7,11 @@
 // clone, cat/stack and index_select/gather/embedding move its elements as
 // they are. No math runs in it: dispatch_float refuses it, so every op that
 // computes (arithmetic, reductions, comparisons, random fills) is a
-// DTypeError on bf16, and it cannot require grad (is_floating is false). The
-// mixed-precision GEMMs of issue 32 will read bf16 operands and accumulate in
-// f32, and everything else (master weights, softmax, norms, the loss,
-// optimizer state) stays f32, so no op needs a bf16 kernel; one that computed
-// in bf16 would round after every step.
+// DTypeError on bf16, and it cannot require grad (is_floating is false).
+// bf16 autocast (autocast.h) reads bf16 operands only in its matrix products
+// (gemm_bf16, f32 sums), and everything else (master weights, softmax, norms,
+// the loss, optimizer state) stays f32, so no op needs a bf16 kernel; one
+// that computed in bf16 would round after every step.
 #pragma once
 #include <cstdint>
 #include <string_view>
