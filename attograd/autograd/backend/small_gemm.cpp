@@ -47,6 +47,22 @@ void init_xsmm() {
   std::call_once(once, [] { libxsmm_init(); });
 }
 
+// The kernel for `key` from `cache`, made on a miss by make(m, n, k, lda,
+// ldb, ldc, flags), the key's fields as libxsmm's integers (null when
+// libxsmm has no kernel: kept too, so it is asked once).
+template <class Fn, class Make>
+Fn cached_kernel(std::unordered_map<XsmmKey, Fn, XsmmKeyHash>& cache, const XsmmKey& key, const Make& make) {
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    init_xsmm();
+    const auto blas_int = [](int64_t v) { return static_cast<libxsmm_blasint>(v); };
+    const auto fn = make(blas_int(key.m), blas_int(key.n), blas_int(key.k), blas_int(key.lda), blas_int(key.ldb),
+                         blas_int(key.ldc), key.flags);
+    it = cache.emplace(key, reinterpret_cast<Fn>(fn)).first;
+  }
+  return it->second;
+}
+
 }  // namespace
 
 void XsmmKernel::operator()(float* out, const float* a, const float* b) const {
@@ -73,20 +89,14 @@ XsmmKernel xsmm_kernel(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans
   // (flagged transposed when trans_a).
   const int flags = (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta0 ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
   const XsmmKey key{N, M, K, trans_b ? N : ldb, lda, ldc, flags};
-  XsmmCache& cache = xsmm_cache();
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    init_xsmm();
-    const auto m = static_cast<libxsmm_blasint>(key.m), n = static_cast<libxsmm_blasint>(key.n),
-               k = static_cast<libxsmm_blasint>(key.k), la = static_cast<libxsmm_blasint>(key.lda),
-               lb = static_cast<libxsmm_blasint>(key.ldb), lc = static_cast<libxsmm_blasint>(key.ldc);
+  const XsmmKernel::Fn fn = cached_kernel(xsmm_cache(), key, [beta0](libxsmm_blasint m, libxsmm_blasint n,
+                                                                      libxsmm_blasint k, libxsmm_blasint la,
+                                                                      libxsmm_blasint lb, libxsmm_blasint lc, int fl) {
     const float one = 1.f;
-    const libxsmm_smmfunction fn = libxsmm_smmdispatch(m, n, k, &la, &lb, &lc, &one, beta0 ? nullptr : &one, &flags,
-                                                       nullptr);
-    it = cache.emplace(key, reinterpret_cast<XsmmKernel::Fn>(fn)).first;
-  }
-  if (!it->second) return {};
-  return XsmmKernel(it->second, {M, N, K, ldb, ldc, trans_b, beta0 ? alpha : 1.f});
+    return libxsmm_smmdispatch(m, n, k, &la, &lb, &lc, &one, beta0 ? nullptr : &one, &fl, nullptr);
+  });
+  if (!fn) return {};
+  return XsmmKernel(fn, {M, N, K, ldb, ldc, trans_b, beta0 ? alpha : 1.f});
 }
 
 size_t xsmm_cached_kernels() { return xsmm_cache().size(); }
@@ -109,18 +119,12 @@ XsmmBf16Kernel xsmm_bf16_kernel(int64_t M, int64_t N, int64_t K, int64_t lda, in
   const int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (beta0 ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
   const XsmmKey key{N, M, K, ldb, lda, ldc, flags};
   thread_local std::unordered_map<XsmmKey, XsmmBf16Kernel::Fn, XsmmKeyHash> cache;
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    init_xsmm();
-    const auto m = static_cast<libxsmm_blasint>(key.m), n = static_cast<libxsmm_blasint>(key.n),
-               k = static_cast<libxsmm_blasint>(key.k), la = static_cast<libxsmm_blasint>(key.lda),
-               lb = static_cast<libxsmm_blasint>(key.ldb), lc = static_cast<libxsmm_blasint>(key.ldc);
+  return XsmmBf16Kernel(cached_kernel(cache, key, [beta0](libxsmm_blasint m, libxsmm_blasint n, libxsmm_blasint k,
+                                                          libxsmm_blasint la, libxsmm_blasint lb, libxsmm_blasint lc,
+                                                          int fl) {
     const float one = 1.f, zero = 0.f;
-    const libxsmm_bsmmfunction fn = libxsmm_bsmmdispatch(m, n, k, &la, &lb, &lc, &one, beta0 ? &zero : &one, &flags,
-                                                         nullptr);
-    it = cache.emplace(key, reinterpret_cast<XsmmBf16Kernel::Fn>(fn)).first;
-  }
-  return XsmmBf16Kernel(it->second);
+    return libxsmm_bsmmdispatch(m, n, k, &la, &lb, &lc, &one, beta0 ? &zero : &one, &fl, nullptr);
+  }));
 }
 
 #else  // a build without libxsmm (ATTOGRAD_XSMM=OFF): no kernel, so the router picks OpenBLAS
