@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <regex>
+#include <sstream>
 
 #include "examples/common/checkpoint.h"
 #include "examples/common/trainer.h"
@@ -146,6 +147,25 @@ TEST_F(TrainerFlags, PrecisionBf16SaysWhatItRunsAndRecordsIt) {
   EXPECT_EQ(run_json.at("precision"), plan.precision == Precision::bf16 ? "bf16" : "f32");
   testing::expect_one_line_error(run({"--precision", "fp16"}), "copy_task",
                                  "--precision must be f32 or bf16, got 'fp16'");
+
+  // It trains in what it said: the same seed's first-step loss moves by bf16's rounding exactly when the plan is bf16.
+  auto first_loss = [&](const std::string& precision) {
+    const std::string log = dir_ + "/" + precision + ".jsonl";
+    const auto r2 = run({"--precision", precision, "--steps", "1", "--warmup", "0", "--log", log, "--log-every", "1"});
+    EXPECT_EQ(r2.code, 0) << r2.err;
+    std::istringstream lines(testing::read_text(log));
+    for (std::string line; std::getline(lines, line);)
+      if (const auto j = nlohmann::json::parse(line); j.contains("loss")) return j.at("loss").get<double>();
+    ADD_FAILURE() << "no loss in " << log;
+    return 0.0;
+  };
+  const double f32 = first_loss("f32"), bf16 = first_loss("bf16");
+  if (plan.precision == Precision::bf16) {
+    EXPECT_NE(f32, bf16);
+    EXPECT_NEAR(f32, bf16, 1e-2 * f32);
+  } else {
+    EXPECT_EQ(f32, bf16);
+  }
 }
 
 }  // namespace

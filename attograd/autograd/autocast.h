@@ -35,8 +35,12 @@
 // The op decides in its forward, from the mode of the thread that runs it,
 // and its backward closure keeps the decision (PyTorch's autocast is a
 // forward-time dispatch too). While a graph is being created
-// (create_graph), a backward formula runs on the saved bf16 copies widened
-// to f32.
+// (create_graph), a backward formula runs under the forward's precision, on
+// the saved bf16 copies widened to f32 (or the inputs themselves where the
+// graph reaches them), so its products round as the forward's did.
+//
+// Decoding with a KV cache (nn/attention.cpp's step) is not autocast: run
+// generation outside the guard, as the programs do.
 #pragma once
 #include <attograd/autograd/dtype.h>
 #include <attograd/autograd/tensor.h>

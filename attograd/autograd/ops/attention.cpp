@@ -55,6 +55,7 @@
 #include <attograd/autograd/ops/matmul.h>
 #include <attograd/autograd/ops/shape.h>
 #include <attograd/autograd/ops/softmax.h>
+#include <attograd/autograd/settings.h>
 
 namespace attograd {
 
@@ -516,7 +517,10 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
 // twin_backward, so the gradients can be differentiated again.
 void attention_twin_backward(const Saved& sv, const Buffers& buf, const Tensor& grad, Grads& dx) {
   const Tensor mask_in = sv.mask_learns ? buf.attn_mask : Tensor();
-  // Under autocast the inputs were kept as bf16 copies: the twin runs on them widened to f32.
+  // Under autocast the inputs were kept as bf16 copies: the twin runs on them widened to f32, under the
+  // precision the forward ran in (its matmuls round where the fused op rounded).
+  const bool low = buf.q_in.dtype() == DType::bf16;
+  const AutocastGuard as_forward(low ? Precision::bf16 : Precision::f32);
   const auto wide = [](const Tensor& t) { return t.dtype() == DType::bf16 ? t.to(DType::f32) : t; };
   twin_backward(dx, grad,
                 {dx.input(0, wide(buf.q_in)), dx.input(1, wide(buf.k_in)), dx.input(2, wide(buf.v_in)),

@@ -22,7 +22,8 @@
 // Under bf16 autocast (autocast.h) both ops round their f32 operands to bf16
 // (bf16_rounded), run the mixed product (gemm_bf16: f32 sums, f32 out) and
 // save the bf16 copies; their backward rounds grad to bf16 too. `low` below
-// is that decision, made in forward and kept by the closure.
+// is that decision, made in forward and kept by the closure; a create_graph
+// formula runs under it too (its matmuls round as the forward's did).
 #include <attograd/autograd/ops/matmul.h>
 
 #include <algorithm>
@@ -33,6 +34,7 @@
 #include <attograd/autograd/engine.h>
 #include <attograd/autograd/kernels/add.h>
 #include <attograd/autograd/ops/elementwise.h>
+#include <attograd/autograd/settings.h>
 #include <attograd/autograd/tensor_impl.h>
 
 namespace attograd {
@@ -253,6 +255,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                   // out = a @ b  =>  da = grad @ bᵀ,  db = aᵀ @ grad
                   // each summed over the batch dims its operand was broadcast along (see product()).
                   if (dx.create_graph()) {
+                    const AutocastGuard as_forward(low ? Precision::bf16 : Precision::f32);
                     const Tensor G = grad.reshape(full);  // [batch..., M, N]
                     if (dx.needs(0)) {
                       const Tensor B = dx.input(1, widened(low, b_vec ? b_.reshape(sb) : b_)).reshape(sb2);
@@ -336,6 +339,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                                                           const Tensor& w_) {
                   // out = x @ wᵀ + b  =>  dx = grad @ w,  dw = gradᵀ @ x,  db = Σ_rows grad
                   if (dx.create_graph()) {
+                    const AutocastGuard as_forward(low ? Precision::bf16 : Precision::f32);
                     if (dx.needs(0)) dx[0] += matmul(grad, dx.input(1, widened(low, w_)));
                     if (dx.needs(1)) {
                       const Tensor X = dx.input(0, widened(low, x_.reshape(sx))).reshape({-1, sw[1]});  // [R, I]
