@@ -142,8 +142,7 @@ using BackwardObserverGuard = Scoped<BackwardObserverSetting>;
 enum class Precision { f32, bf16 };
 // Mixed precision on this thread: at bf16, the matrix products of f32
 // operands (linear, matmul, the fused attention) read them rounded to bf16
-// and sum in f32;
-// everything else stays f32. autocast.h has the whole policy.
+// and sum in f32; everything else stays f32. autocast.h has the whole policy.
 struct AutocastMode {
   // f32 or bf16.
   using value_type = Precision;
