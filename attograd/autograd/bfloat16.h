@@ -43,8 +43,10 @@ constexpr float float_from_bf16_bits(uint16_t bits) {
 // no arithmetic or comparison operators, so no kernel can compute in bf16
 // by accident: an op instantiated for it fails to compile.
 struct BFloat16 {
+  // The 16 bits as stored: sign, 8 exponent bits, 7 mantissa bits.
   uint16_t bits;
 
+  // Uninitialised, as a float is (so vectors of it need no fill).
   BFloat16() = default;
   // x rounded to bf16; a non-float x is converted to float first (see above).
   template <class T>
