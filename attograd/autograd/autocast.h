@@ -51,8 +51,10 @@ namespace attograd {
 // bf16 autocast is on on this thread and d is f32.
 bool autocast_to_bf16(DType d);
 
-// t (f32) rounded to bf16 as PyTorch rounds (bfloat16.h), in a new
-// contiguous tensor of t's shape; no graph. The conversion runs on the pool.
+// t (f32) rounded to bf16 as PyTorch rounds (bfloat16.h), in a new tensor of
+// t's shape: in t's layout when t is dense (contiguous, or a permutation of
+// it such as attention's split-heads views), else contiguous; no graph. The
+// conversion runs on the pool.
 Tensor bf16_rounded(const Tensor& t);
 
 }  // namespace attograd

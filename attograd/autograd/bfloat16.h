@@ -28,9 +28,10 @@ namespace attograd {
 // f32 -> bf16 bits, rounded as PyTorch rounds (see above).
 constexpr uint16_t bf16_bits_from_float(float x) {
   const uint32_t u = std::bit_cast<uint32_t>(x);
-  // NaN tested on the bits, so no floating-point flag changes the answer.
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0;
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  // NaN tested on the bits, so no floating-point flag changes the answer; a
+  // select, not a branch, so a loop of conversions vectorizes.
+  return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : rounded);
 }
 
 // bf16 bits -> f32, exactly.

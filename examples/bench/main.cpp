@@ -7,6 +7,7 @@
 //   bench [--config base] [--d-model N] [--len N] [--batch N] ...   (shapes of scripts/bench --sweep)
 //   bench --decode [--lengths 32,128] [--decode-batch 64] [--repeats 3] [--no-cache-up-to N]
 //   bench --sgemm-rate [--config base] [--threads 1,2] ...   (the step's GEMMs alone)
+//   bench --precision bf16 ...   (training and --sgemm-rate with bf16 autocast: autocast.h)
 //
 // Shape legend: B batch, L sequence length (S = T = L), E d_model, F d_ff,
 // V vocab, H heads, N_e / N_d encoder / decoder layers, N GPT blocks.
@@ -20,6 +21,14 @@
 //   bench framework=attograd mode=decode config=base threads=1 kernel=… batch=64 len=32 cache=yes ms=… tok_s=… peak_rss_mb=… same=yes
 //   bench framework=attograd mode=sgemm config=base threads=2 kernel=… steps=50 step_ms=… gflops=…
 // tok_s counts target tokens (B·L per training step, B·len per decode).
+// Training, data-parallel and sgemm lines end in precision=f32|bf16:
+// --precision bf16 runs each step's forward under AutocastGuard (its
+// products' operands rounded to bf16, f32 sums; the backward keeps the
+// forward's choice), as `--precision bf16` trains, and --sgemm-rate times
+// gemm_bf16 at the step's shapes. On a CPU whose bf16 products would not run
+// native (trainer.h's plan_precision) bench prints one line instead,
+//   skip row=bf16 reason="…"
+// and times nothing: a bf16 row widened to f32 would only measure f32.
 // peak_rss_mb is the process's peak resident set so far (getrusage), so
 // scripts/bench runs one configuration per process.
 //
@@ -69,6 +78,7 @@
 #include <attograd/optim/adam.h>
 #include "examples/bench/workloads.h"
 #include "examples/common/cli.h"
+#include "examples/common/train_choices.h"
 #include "examples/common/trainer.h"
 
 using namespace attograd;
@@ -101,14 +111,24 @@ std::string prefix(const std::string& mode, const BenchConfig& c, int threads, c
   return fmt::format("bench framework=attograd mode={} config={} threads={} kernel={}", mode, c.name, threads, kernel);
 }
 
-void bench_train(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed) {
+// Workload::loss of batch i with the forward under `precision` (the backward
+// keeps it), as the Trainer's step.
+Tensor loss_at(const bench::Workload& w, int64_t i, Precision precision) {
+  const AutocastGuard autocast(precision);
+  return w.loss(i);
+}
+
+std::string precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "f32"; }
+
+void bench_train(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed,
+                 Precision precision) {
   const std::string kernel = use_threads(threads);
   bench::Workload w = bench::make_workload(c, seed, {0, c.batch});
   optim::Adam opt(w.model->parameters());
   std::vector<double> ms;
   for (int64_t i = 0; i < warmup + steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    w.loss(i).backward();
+    loss_at(w, i, precision).backward();
     opt.step();
     opt.zero_grad();
     const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -116,14 +136,15 @@ void bench_train(const BenchConfig& c, int threads, int64_t warmup, int64_t step
   }
   const double step_ms = median(ms);
   const double tokens = static_cast<double>(c.batch * c.len);
-  fmt::print("{} steps={} step_ms={:.3f} tok_s={:.0f} gflops={:.2f} peak_rss_mb={:.1f}\n",
+  fmt::print("{} steps={} step_ms={:.3f} tok_s={:.0f} gflops={:.2f} peak_rss_mb={:.1f} precision={}\n",
              prefix("train", c, threads, kernel), steps, step_ms, tokens / (step_ms / 1e3),
-             3 * bench::forward_flops(c) / (step_ms / 1e3) / 1e9, peak_rss_mb());
+             3 * bench::forward_flops(c) / (step_ms / 1e3) / 1e9, peak_rss_mb(), precision_name(precision));
 }
 
 // A training step as the Trainer takes it in a world of N ranks; see the
 // header comment. In the world of one the reducer makes no call.
-void bench_data_parallel(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed) {
+void bench_data_parallel(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed,
+                         Precision precision) {
   const std::string kernel = use_threads(threads);
   dist::Communicator& comm = dist::world();
   const int64_t n = comm.size(), share = c.batch / n;
@@ -138,7 +159,7 @@ void bench_data_parallel(const BenchConfig& c, int threads, int64_t warmup, int6
   for (int64_t i = 0; i < warmup + steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const double before = reducer.seconds();  // its buckets may start during backward (overlap)
-    Tensor loss = w.loss(i);
+    Tensor loss = loss_at(w, i, precision);
     loss.backward();
     double value = loss.item() / static_cast<double>(n);
     comm.allreduce_sum(std::span<double>(&value, 1));
@@ -155,9 +176,9 @@ void bench_data_parallel(const BenchConfig& c, int threads, int64_t warmup, int6
   if (comm.rank() != 0) return;
   const double step_ms = median(ms), allreduce_ms = median(reduce_ms);
   fmt::print("bench framework=attograd mode=dp config={} procs={} threads={} kernel={} steps={} step_ms={:.3f} "
-             "tok_s={:.0f} allreduce_ms={:.3f} allreduce_pct={:.1f} peak_rss_mb={:.1f}\n",
+             "tok_s={:.0f} allreduce_ms={:.3f} allreduce_pct={:.1f} peak_rss_mb={:.1f} precision={}\n",
              c.name, n, threads, kernel, steps, step_ms, static_cast<double>(c.batch * c.len) / (step_ms / 1e3),
-             allreduce_ms, 100 * allreduce_ms / step_ms, peak_rss_mb());
+             allreduce_ms, 100 * allreduce_ms / step_ms, peak_rss_mb(), precision_name(precision));
 }
 
 // Greedy decoding of B sequences to exactly `len` tokens (no stop at EOS, so
@@ -219,7 +240,8 @@ void bench_decode(const BenchConfig& c, int threads, int64_t batch, const std::v
 }
 
 // The step's GEMMs alone, timed like a training step; see the header comment.
-void bench_sgemm(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed) {
+void bench_sgemm(const BenchConfig& c, int threads, int64_t warmup, int64_t steps, uint64_t seed,
+                 Precision precision) {
   const std::string kernel = use_threads(threads);
   const std::vector<bench::StepGemm> gemms = bench::step_gemms(c);
   int64_t na = 0, nb = 0, nout = 0;
@@ -233,10 +255,16 @@ void bench_sgemm(const BenchConfig& c, int threads, int64_t warmup, int64_t step
   std::vector<float> a(na), b(nb), out(nout);
   for (auto* v : {&a, &b, &out})
     for (float& x : *v) x = uni(rng);
+  // bf16: the same operands rounded once (autocast rounds them per call: that pass is not a GEMM's).
+  const std::vector<BFloat16> a16(a.begin(), a.end()), b16(b.begin(), b.end());
   auto run = [&](const bench::StepGemm& g, int64_t head) {
     // Contiguous operands: op(a) [M, K], op(b) [K, N], stored transposed where flagged.
-    gemm<float>(out.data() + head * g.M * g.N, a.data() + head * g.M * g.K, b.data() + head * g.K * g.N, g.M, g.N,
-                g.K, g.trans_a, g.trans_b, g.trans_a ? g.M : g.K, g.trans_b ? g.K : g.N, g.N, g.alpha, g.beta);
+    auto call = [&](const auto& av, const auto& bv) {
+      gemm(out.data() + head * g.M * g.N, av.data() + head * g.M * g.K, bv.data() + head * g.K * g.N, g.M, g.N, g.K,
+           g.trans_a, g.trans_b, g.trans_a ? g.M : g.K, g.trans_b ? g.K : g.N, g.N, g.alpha, g.beta);
+    };
+    if (precision == Precision::bf16) call(a16, b16);
+    else call(a, b);
   };
   std::vector<double> ms;
   std::vector<std::vector<double>> shape_ms(gemms.size());
@@ -261,17 +289,18 @@ void bench_sgemm(const BenchConfig& c, int threads, int64_t warmup, int64_t step
     if (i >= warmup) ms.push_back(dt);
   }
   const double step_ms = median(ms);
-  fmt::print("{} steps={} step_ms={:.3f} gflops={:.2f}\n", prefix("sgemm", c, threads, kernel), steps, step_ms,
-             bench::gemm_flops(gemms) / (step_ms / 1e3) / 1e9);
+  fmt::print("{} steps={} step_ms={:.3f} gflops={:.2f} precision={}\n", prefix("sgemm", c, threads, kernel), steps,
+             step_ms, bench::gemm_flops(gemms) / (step_ms / 1e3) / 1e9, precision_name(precision));
   // Per shape, on lines of their own (scripts/bench reads only the line above).
   for (size_t s = 0; s < gemms.size(); ++s) {
     const bench::StepGemm& g = gemms[s];
     const double t = median(shape_ms[s]);
+    const std::string library = precision == Precision::bf16 ? bf16_gemm_name(bf16_gemm_kernel())
+                                : std::string(gemm_backend_name(gemm_backend() == GemmBackend::blas
+                                                        ? routed_gemm_backend(g.M, g.N, g.K, g.trans_b, g.alpha, g.beta)
+                                                        : gemm_backend()));
     fmt::print("  gemm {}x{}x{} {}{} calls={} heads={} library={} ms={:.3f} share={:.1f}% gflops={:.2f}\n", g.M, g.N,
-               g.K, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.calls, g.heads,
-               gemm_backend_name(gemm_backend() == GemmBackend::blas
-                                     ? routed_gemm_backend(g.M, g.N, g.K, g.trans_b, g.alpha, g.beta)
-                                     : gemm_backend()), t,
+               g.K, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.calls, g.heads, library, t,
                100 * t / step_ms, bench::gemm_flops({g}) / (t / 1e3) / 1e9);
   }
 }
@@ -327,6 +356,8 @@ int main(int argc, char** argv) {
         ("no-cache-up-to", "decode without the cache only up to this length",
          cxxopts::value<int64_t>()->default_value("254"))
         ("seed", "weights and data", cxxopts::value<uint64_t>()->default_value("1"))
+        ("precision", "f32, or bf16: the products in bfloat16 with f32 sums (training, --data-parallel, --sgemm-rate)",
+         cxxopts::value<std::string>()->default_value("f32"))
         ("h,help", "show this help");
     auto r = cli::parse_flags(o, argc, argv);
     if (r.count("help")) {
@@ -351,9 +382,17 @@ int main(int argc, char** argv) {
       for (int t : threads) bench_decode(which == "tiny" ? bench::kTiny : bench::kBase, t, batch, lengths, repeats, no_cache_up_to, seed);
       return 0;
     }
+    const Precision asked = find_choice(precision_choices(), r["precision"].as<std::string>(), "precision").value;
+    if (r.count("decode") == 0 && asked == Precision::bf16) {
+      const PrecisionPlan plan = plan_precision(asked, bf16_gemm_kernel());
+      if (plan.precision != Precision::bf16) {
+        fmt::print("skip row=bf16 reason=\"{}\"\n", plan.note);
+        return 0;
+      }
+    }
     const auto train = r.count("sgemm-rate") ? bench_sgemm : r.count("data-parallel") ? bench_data_parallel : bench_train;
     for (const BenchConfig& c : configs)
-      for (int t : threads) train(c, t, warmup, steps, seed);
+      for (int t : threads) train(c, t, warmup, steps, seed, asked);
     return 0;
   });
 }

@@ -21,6 +21,7 @@
 #include <attograd/autograd/backend/gemm.h>
 #include <attograd/autograd/backend/gemm_pieces.h>
 #include <attograd/autograd/backend/small_gemm.h>
+#include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/error.h>
 
 namespace attograd {
@@ -36,29 +37,47 @@ void widen(std::vector<float>& dst, const BFloat16* src, int64_t rows, int64_t c
 
 // dst [Kp/2, N] = op(b) [K, N] as VNNI pairs (rows k and k+1 of a column
 // side by side), Kp = K rounded up to even, the pad row zero. op(b)[k, j] is
-// b[k·ldb + j], or b[j·ldb + k] when b is stored transposed ([N, K]).
+// b[k·ldb + j], or b[j·ldb + k] when b is stored transposed ([N, K]). A
+// transposed b with an even ldb stores each pair as two adjacent values, so
+// its packing is a transpose of [N, K/2] 4-byte pairs; a plain b interleaves
+// two rows per packed row. Either runs across the pool.
 void pack_vnni(std::vector<VnniPair>& dst, const BFloat16* b, int64_t K, int64_t N, bool trans_b, int64_t ldb) {
-  const int64_t pairs = (K + 1) / 2;
+  const int64_t full = K / 2, pairs = (K + 1) / 2;
   dst.resize(static_cast<size_t>(pairs * N));
-  const BFloat16 zero = BFloat16::from_bits(0);
-  for (int64_t p = 0; p < pairs; ++p) {
-    const int64_t k = 2 * p;
-    const bool pad = k + 1 == K;
-    VnniPair* d = dst.data() + p * N;
-    if (trans_b)
-      for (int64_t j = 0; j < N; ++j) d[j] = {b[j * ldb + k], pad ? zero : b[j * ldb + k + 1]};
-    else
-      for (int64_t j = 0; j < N; ++j) d[j] = {b[k * ldb + j], pad ? zero : b[(k + 1) * ldb + j]};
+  VnniPair* d = dst.data();
+  if (trans_b && ldb % 2 == 0) {
+    transpose_tiles(d, b, N, full, ldb / 2, N, sizeof(VnniPair));
+  } else {
+    parallel_for(full, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(N, 1)), [=](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        VnniPair* row = d + p * N;
+        const int64_t k = 2 * p;
+        if (trans_b)
+          for (int64_t j = 0; j < N; ++j) row[j] = {b[j * ldb + k], b[j * ldb + k + 1]};
+        else
+          for (int64_t j = 0; j < N; ++j) row[j] = {b[k * ldb + j], b[(k + 1) * ldb + j]};
+      }
+    });
+  }
+  if (pairs > full) {  // K odd: the last row pairs with zeros
+    const int64_t k = K - 1;
+    for (int64_t j = 0; j < N; ++j) d[full * N + j] = {trans_b ? b[j * ldb + k] : b[k * ldb + j], BFloat16::from_bits(0)};
   }
 }
 
 // dst [M, Kp] = op(a) [M, K] with a zero pad column when Kp > K; op(a)[i, k]
-// is a[i·lda + k], or a[k·lda + i] when a is stored transposed ([K, M]).
+// is a[i·lda + k], or a[k·lda + i] when a is stored transposed ([K, M]: a
+// tiled transpose across the pool).
 void rows_of(std::vector<BFloat16>& dst, const BFloat16* a, int64_t M, int64_t K, int64_t Kp, bool trans_a,
              int64_t lda) {
-  dst.assign(static_cast<size_t>(M * Kp), BFloat16::from_bits(0));
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t k = 0; k < K; ++k) dst[i * Kp + k] = trans_a ? a[k * lda + i] : a[i * lda + k];
+  dst.resize(static_cast<size_t>(M * Kp));
+  BFloat16* d = dst.data();
+  if (trans_a)
+    transpose_tiles(d, a, K, M, lda, Kp, sizeof(BFloat16));
+  else
+    for (int64_t i = 0; i < M; ++i) std::copy(a + i * lda, a + i * lda + K, d + i * Kp);
+  if (Kp > K)
+    for (int64_t i = 0; i < M; ++i) d[i * Kp + K] = BFloat16::from_bits(0);
 }
 
 // The native kernel's block of out (see the file comment).

@@ -1,11 +1,13 @@
 #include <attograd/autograd/backend/small_gemm.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include <attograd/autograd/backend/cpu.h>
+#include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/error.h>
 #include <attograd/version.h>
 
@@ -151,13 +153,45 @@ XsmmBf16Kernel xsmm_bf16_kernel(int64_t, int64_t, int64_t, int64_t, int64_t, int
 
 #endif  // ATTOGRAD_HAS_XSMM
 
-void xsmm_transpose_b(float* bt, const float* b, int64_t N, int64_t K, int64_t ldb) {
-  // In 16×16 tiles, so both sides of each tile stay in L1.
+namespace {
+
+// An element of `Bytes` bytes with no alignment (so a bf16 pair at any even
+// address is one) and no type of its own (bytes alias anything).
+template <int Bytes>
+struct Element {
+  unsigned char bytes[Bytes];
+};
+
+// transpose_tiles for one element size, over the tile rows [c0, c1) of out.
+template <class T>
+void transpose_range(T* out, const T* in, int64_t rows, int64_t cols, int64_t ldi, int64_t ldo, int64_t c0,
+                     int64_t c1) {
   constexpr int64_t kTile = 16;
-  for (int64_t j0 = 0; j0 < N; j0 += kTile)
-    for (int64_t k0 = 0; k0 < K; k0 += kTile)
-      for (int64_t j = j0, j1 = std::min(N, j0 + kTile); j < j1; ++j)
-        for (int64_t k = k0, k1 = std::min(K, k0 + kTile); k < k1; ++k) bt[k * N + j] = b[j * ldb + k];
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t r = r0, r1 = std::min(rows, r0 + kTile); r < r1; ++r) out[c * ldo + r] = in[r * ldi + c];
+}
+
+}  // namespace
+
+void transpose_tiles(void* out, const void* in, int64_t rows, int64_t cols, int64_t ldi, int64_t ldo, int bytes) {
+  constexpr int64_t kTile = 16;
+  // A chunk is a band of 16 rows of out (16 columns of in): its tiles go down the band.
+  parallel_for(block_count(cols, kTile), std::max<int64_t>(1, kElementwiseGrain / (kTile * std::max<int64_t>(rows, 1))),
+               [=](int64_t first, int64_t last) {
+    const int64_t c0 = first * kTile, c1 = std::min(cols, last * kTile);
+    switch (bytes) {
+      case 2: return transpose_range(static_cast<Element<2>*>(out), static_cast<const Element<2>*>(in), rows, cols,
+                                     ldi, ldo, c0, c1);
+      case 4: return transpose_range(static_cast<Element<4>*>(out), static_cast<const Element<4>*>(in), rows, cols,
+                                     ldi, ldo, c0, c1);
+      default: fail<ValueError>("transpose_tiles", "expected elements of 2 or 4 bytes, got {}", bytes);
+    }
+  });
+}
+
+void xsmm_transpose_b(float* bt, const float* b, int64_t N, int64_t K, int64_t ldb) {
+  transpose_tiles(bt, b, N, K, ldb, N, sizeof(float));
 }
 
 }  // namespace attograd

@@ -104,8 +104,15 @@ class XsmmBf16Kernel {
 // beta0: out = the product, else out += it. From the calling thread's cache.
 XsmmBf16Kernel xsmm_bf16_kernel(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, bool beta0);
 
-// bt [K, N] (row-major, ld N) = the stored b [N, K] (rows ldb apart) transposed,
-// in tiles: how a transposed b reaches a libxsmm kernel.
+// out [cols, rows] (rows ldo elements apart) = in [rows, cols] (rows ldi
+// apart) transposed, for elements of `bytes` bytes (2: bf16, 4: float or a
+// VNNI pair), in 16 x 16 tiles so both sides of a tile stay in L1; the rows of
+// out are spread across the pool (the copy is exact, so the thread count
+// never changes a number).
+void transpose_tiles(void* out, const void* in, int64_t rows, int64_t cols, int64_t ldi, int64_t ldo, int bytes);
+
+// bt [K, N] (row-major, ld N) = the stored b [N, K] (rows ldb apart) transposed
+// (transpose_tiles): how a transposed b reaches a libxsmm kernel.
 void xsmm_transpose_b(float* bt, const float* b, int64_t N, int64_t K, int64_t ldb);
 
 }  // namespace attograd
