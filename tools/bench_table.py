@@ -9,7 +9,10 @@ Each framework is reported at its best setting (highest median tok/s over the
 rounds): the thread count, and for PyTorch also mkldnn on or off. A ratio is
 the median over rounds of the per-round ratio (round r of ours against round r
 of PyTorch), so both sides of a ratio were measured minutes apart under the
-same machine load. Plain Python, no torch.
+same machine load. Rows at precision=bf16 (`bench --precision bf16`,
+`bench_torch_fast.py --precision bf16`: torch.autocast) get rows of their own:
+our bf16 step against our float32 step and against PyTorch's autocast step.
+Plain Python, no torch.
 """
 import shlex
 import statistics
@@ -17,6 +20,7 @@ import sys
 from collections import defaultdict
 
 TRAIN_TARGETS = (("tiny", "≥ 3x"), ("base", "≥ 1.5x"), ("lm", "≥ 1.5x"))
+BF16_TARGETS = {"base": "≥ 1.5x", "lm": "≥ 1.5x"}  # our bf16 step against our float32 step (issue 32)
 
 
 def words(line):
@@ -25,7 +29,7 @@ def words(line):
 
 def parse(path):
     """{key: [record per round]} with key = (framework, mode, config, threads,
-    procs, mkldnn, len, cache); the machine record; {row: reason} of skipped rows."""
+    procs, mkldnn, len, cache, precision); the machine record; {row: reason} of skipped rows."""
     runs, machine, skipped = defaultdict(list), {}, {}
     with open(path) as f:
         for line in f:
@@ -38,7 +42,7 @@ def parse(path):
             elif kind == "bench":
                 rec = words(line)
                 key = (rec["framework"], rec["mode"], rec["config"], int(rec["threads"]), int(rec.get("procs", 1)),
-                       rec.get("mkldnn"), rec.get("len"), rec.get("cache"))
+                       rec.get("mkldnn"), rec.get("len"), rec.get("cache"), rec.get("precision", "f32"))
                 runs[key].append(rec)
     return runs, machine, skipped
 
@@ -63,7 +67,7 @@ def setting(key):
 
 def best(runs, fw, mode, config, better, field, **match):
     """(key, records) of fw's best run of mode/config (better: max or min of the median field)."""
-    idx = {"threads": 3, "procs": 4, "mkldnn": 5, "len": 6, "cache": 7}
+    idx = {"threads": 3, "procs": 4, "mkldnn": 5, "len": 6, "cache": 7, "precision": 8}
     cands = {k: v for k, v in runs.items() if k[:3] == (fw, mode, config)
              and all(k[idx[f]] == v for f, v in match.items())}
     if not cands:
@@ -79,8 +83,8 @@ def fmt_num(x):
 def train_rows(runs):
     rows = []
     for config, target in TRAIN_TARGETS:
-        ko, ours = best(runs, "attograd", "train", config, max, "tok_s")
-        kp, theirs = best(runs, "pytorch", "train", config, max, "tok_s")
+        ko, ours = best(runs, "attograd", "train", config, max, "tok_s", precision="f32")
+        kp, theirs = best(runs, "pytorch", "train", config, max, "tok_s", precision="f32")
         if not ours or not theirs:
             continue
         rows.append((f"{config}: train tok/s (ours {setting(ko)}; PyTorch {setting(kp)})", fmt_num(med(ours, "tok_s")),
@@ -88,24 +92,61 @@ def train_rows(runs):
         rows.append((f"{config}: step ms", f"{med(ours, 'step_ms'):.1f}", f"{med(theirs, 'step_ms'):.1f}",
                      f"{ratio(ours, theirs, 'step_ms', invert=True):.2f}x faster", ""))
         rows.append((f"{config}: model GFLOP/s", f"{med(ours, 'gflops'):.1f}", f"{med(theirs, 'gflops'):.1f}", "", ""))
-        rate = runs.get(("attograd", "sgemm", config, ko[3], 1, None, None, None))
+        rate = runs.get(("attograd", "sgemm", config, ko[3], 1, None, None, None, "f32"))
         if rate:
             rows.append((f"{config}: the step's GEMMs alone, GFLOP/s (ours {setting(ko)}; ratio: model / this)",
                          f"{med(rate, 'gflops'):.1f}", "", f"{ratio(ours, rate, 'gflops'):.0%}",
                          "≥ 85%" if config == "base" else ""))
         rows.append((f"{config}: peak RSS MB", f"{med(ours, 'peak_rss_mb'):.0f}", f"{med(theirs, 'peak_rss_mb'):.0f}",
                      f"{ratio(ours, theirs, 'peak_rss_mb'):.2f}x", "≤ 0.25x" if config != "lm" else ""))
-        on = best(runs, "pytorch", "train", config, max, "tok_s", mkldnn="on")[1]
-        off = best(runs, "pytorch", "train", config, max, "tok_s", mkldnn="off")[1]
+        on = best(runs, "pytorch", "train", config, max, "tok_s", mkldnn="on", precision="f32")[1]
+        off = best(runs, "pytorch", "train", config, max, "tok_s", mkldnn="off", precision="f32")[1]
         if on and off:
             rows.append((f"{config}: PyTorch mkldnn off vs on (tok/s, best threads)", "", "",
                          f"{ratio(off, on, 'tok_s'):.2f}x", ""))
         if config == "base":
-            one = {fw: best(runs, fw, "train", "base", max, "tok_s", threads=1)[1] for fw in ("attograd", "pytorch")}
-            two = {fw: best(runs, fw, "train", "base", max, "tok_s", threads=2)[1] for fw in ("attograd", "pytorch")}
+            one = {fw: best(runs, fw, "train", "base", max, "tok_s", threads=1, precision="f32")[1]
+                   for fw in ("attograd", "pytorch")}
+            two = {fw: best(runs, fw, "train", "base", max, "tok_s", threads=2, precision="f32")[1]
+                   for fw in ("attograd", "pytorch")}
             if all(one.values()) and all(two.values()):
                 rows.append(("base: 2 threads vs 1 (tok/s)", f"{ratio(two['attograd'], one['attograd'], 'tok_s'):.2f}x",
                              f"{ratio(two['pytorch'], one['pytorch'], 'tok_s'):.2f}x", "", "≥ 1.6x (ours)"))
+    return rows
+
+
+def bf16_rows(runs, skipped):
+    """Mixed precision: our bf16 step against our float32 step (the speed and memory
+    targets) and against PyTorch's CPU autocast step, each at its best setting."""
+    if "bf16" in skipped:
+        return [("bf16 training rows", f"skipped: {skipped['bf16']}", "", "", "")]
+    rows = []
+    for config, _ in TRAIN_TARGETS:
+        kb, ours = best(runs, "attograd", "train", config, max, "tok_s", precision="bf16")
+        kf, ours_f32 = best(runs, "attograd", "train", config, max, "tok_s", precision="f32")
+        if not ours or not ours_f32:
+            continue
+        rows.append((f"{config} bf16: ours bf16 vs ours f32, train tok/s (bf16 {setting(kb)}; f32 {setting(kf)})",
+                     f"{fmt_num(med(ours, 'tok_s'))} vs {fmt_num(med(ours_f32, 'tok_s'))}", "",
+                     f"{ratio(ours, ours_f32, 'tok_s'):.2f}x", BF16_TARGETS.get(config, "")))
+        rows.append((f"{config} bf16: ours peak RSS MB, bf16 vs f32", f"{med(ours, 'peak_rss_mb'):.0f} vs "
+                     f"{med(ours_f32, 'peak_rss_mb'):.0f}", "", f"{ratio(ours, ours_f32, 'peak_rss_mb'):.2f}x",
+                     "≤ 0.7x"))
+        rate = runs.get(("attograd", "sgemm", config, kb[3], 1, None, None, None, "bf16"))
+        if rate:
+            rows.append((f"{config} bf16: the step's GEMMs alone in bf16, GFLOP/s (ratio: model / this)",
+                         f"{med(rate, 'gflops'):.1f}", "", f"{ratio(ours, rate, 'gflops'):.0%}", ""))
+        kp, theirs = best(runs, "pytorch", "train", config, max, "tok_s", precision="bf16")
+        if theirs:
+            rows.append((f"{config} bf16: train tok/s, ours vs PyTorch autocast (PyTorch {setting(kp)})",
+                         fmt_num(med(ours, "tok_s")), fmt_num(med(theirs, "tok_s")),
+                         f"{ratio(ours, theirs, 'tok_s'):.2f}x", "> 1x"))
+            rows.append((f"{config} bf16: peak RSS MB, ours vs PyTorch autocast", f"{med(ours, 'peak_rss_mb'):.0f}",
+                         f"{med(theirs, 'peak_rss_mb'):.0f}", f"{ratio(ours, theirs, 'peak_rss_mb'):.2f}x", ""))
+            _, theirs_f32 = best(runs, "pytorch", "train", config, max, "tok_s", precision="f32")
+            if theirs_f32:
+                rows.append((f"{config} bf16: PyTorch autocast vs its f32, tok/s", "", "",
+                             f"{ratio(theirs, theirs_f32, 'tok_s'):.2f}x", ""))
     return rows
 
 
@@ -129,7 +170,7 @@ def dp_rows(runs, skipped):
         return [("data-parallel, 2 procs × 1 thread", f"skipped: {skipped['dp']}", "", "", "")]
     rows = []
     for config in sorted({k[2] for k in runs if k[1] == "dp"}):
-        get = lambda procs, threads: runs.get(("attograd", "dp", config, threads, procs, None, None, None))
+        get = lambda procs, threads: runs.get(("attograd", "dp", config, threads, procs, None, None, None, "f32"))
         two = get(2, 1)
         if not two:
             continue
@@ -191,7 +232,7 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: bench_table.py LINES_FILE")
     runs, machine, skipped = parse(sys.argv[1])
-    rows = (train_rows(runs) + translate_rows(runs, skipped) + dp_rows(runs, skipped) + decode_rows(runs)
+    rows = (train_rows(runs) + bf16_rows(runs, skipped) + translate_rows(runs, skipped) + dp_rows(runs, skipped) + decode_rows(runs)
             + machine_rows(runs, machine))
     rounds = max((len(v) for v in runs.values()), default=0)
     head = ("", "attograd", "PyTorch", f"ratio (median of {rounds} rounds)", "target")

@@ -2,7 +2,7 @@
 """PyTorch's side of examples/bench in its fastest idiomatic torch 1.13 CPU form.
 
     /usr/bin/python3 tools/bench_torch_fast.py [--config tiny|base|lm|all] [--threads 1,2] [--warmup 5] [--steps 50]
-                                                [--mkldnn on|off] [--foreach on|off]
+                                                [--mkldnn on|off] [--foreach on|off] [--precision f32|bf16]
     /usr/bin/python3 tools/bench_torch_fast.py --decode [--lengths 32,128] [--decode-batch 64]
     /usr/bin/python3 tools/bench_torch_fast.py --check   (3 steps of tiny, 1 thread: the loss is finite,
         falls and equals the twin's; step-0 losses of tiny and lm and tiny's greedy tokens equal the twin's)
@@ -11,7 +11,8 @@ The models, data, step and output lines are tools/bench_torch.py's (its
 helpers are imported: the configs, the batches from the same generator, the
 FLOP count, the thread and library settings, the line prefix), so
 scripts/bench and tools/bench_table.py read both; each line ends in
-"form=stock foreach=on|off" (fields the table ignores). tools/torch_twin.py stays the parity twin (attograd's parameter
+"form=stock foreach=on|off precision=f32|bf16" (the table ignores form and foreach, and
+keys rows by precision). tools/torch_twin.py stays the parity twin (attograd's parameter
 names, batch-first, numerics); this script is what a PyTorch user would
 write for the same models:
 
@@ -33,6 +34,10 @@ write for the same models:
   - optimizer: torch.optim.Adam with foreach=True (torch 1.13's default is the
     per-parameter loop; fused Adam is CUDA-only in 1.13), torch's default
     hyperparameters as the twin's bench; zero_grad(set_to_none=True).
+  - --precision bf16: the forward and the loss under
+    torch.autocast("cpu", dtype=torch.bfloat16), backward outside it, as
+    PyTorch's AMP recipe does (docs/design/bf16.md section 7: what torch
+    1.13 runs in bf16 then); the optimizer and its weights stay f32.
   - decoding: eval() under torch.inference_mode(), the same no-cache loop.
 What neither form avoids in torch 1.13 on the CPU: no public
 scaled_dot_product_attention (F._scaled_dot_product_attention is private and
@@ -169,6 +174,7 @@ def train_loss(F, model, name, c, batch):
 
 
 FOREACH = [True]  # --foreach
+PRECISION = ["f32"]  # --precision
 
 
 def make_optimizer(torch, model):
@@ -177,7 +183,7 @@ def make_optimizer(torch, model):
 
 def suffix():
     """Ends every line (tools/bench_table.py keys rows by other fields and ignores these)."""
-    return f"form=stock foreach={'on' if FOREACH[0] else 'off'}"
+    return f"form=stock foreach={'on' if FOREACH[0] else 'off'} precision={PRECISION[0]}"
 
 
 def bench_train(torch, F, tt, classes, lib, name, threads, warmup, steps, seed, kernel):
@@ -188,7 +194,14 @@ def bench_train(torch, F, tt, classes, lib, name, threads, warmup, steps, seed, 
     opt = make_optimizer(torch, model)
     gen = torch.Generator().manual_seed(seed)
     batches = [seq_first(torch, c, name, gen) for _ in range(8)]
-    step_ms = bt.train_step_ms(torch, lambda b: train_loss(F, model, name, c, b), opt, batches, warmup, steps)
+
+    def loss_of(b):
+        if PRECISION[0] == "f32":
+            return train_loss(F, model, name, c, b)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return train_loss(F, model, name, c, b)
+
+    step_ms = bt.train_step_ms(torch, loss_of, opt, batches, warmup, steps)
     bt.train_line(torch, name, threads, kernel, c, steps, step_ms, suffix())
 
 
@@ -275,11 +288,14 @@ def main():
     bt.add_bench_flags(ap)
     ap.add_argument("--foreach", choices=["on", "off"], default="on",
                     help="Adam's foreach implementation (torch 1.13's default on the CPU: off)")
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="bf16: the forward under torch.autocast('cpu', dtype=torch.bfloat16) (training rows)")
     ap.add_argument("--check", action="store_true",
                     help="3 steps of tiny: the loss is finite, falls, and equals the twin's")
     args = ap.parse_args()
     bt.check_bench_flags(ap, args)
     FOREACH[0] = args.foreach == "on"
+    PRECISION[0] = args.precision
 
     lib = bt.openblas()
     threads = [1] if args.check else args.threads
