@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""Same learning in bf16 (issue 32): the copy task, real translation and the
+language model trained with --precision f32 and --precision bf16 from the same
+seeds, their held-out curves side by side, and whether bf16 reaches float32's
+quality.
+
+    /usr/bin/python3 tools/bf16_learning.py run --out DIR [--tasks copy,lm,translate] [--seeds 1,2,3] [--jobs 2]
+    /usr/bin/python3 tools/bf16_learning.py report --out DIR [--plot FILE.png]
+
+run trains every (task, seed, precision) once, one thread each, `--jobs` at a
+time, logging to DIR/<task>-<precision>-s<seed>.jsonl (a finished log is not
+run again). The tasks, each the program's own defaults except where noted:
+  copy       copy_task train (the tiny model, 1,500 steps)
+  lm         lm train on the fortunes (600 steps, cosine)
+  translate  translate train on the gettext catalogs, en -> fr, the heads
+             study's model (E 128, F 512, 2 + 2 layers, dropout 0.1, label
+             smoothing 0.1, 4,096-token batches, lr 2e-3, 2,000 pieces),
+             1,000 steps
+report prints, per task, the final held-out loss and the task's quality
+metric (copy: exact match; translate: BLEU of the greedy valid decode) per
+precision, mean [95% t] over seeds, and bf16 minus f32 paired by seed, beside
+the two rules of the issue: within 1% of float32's loss, or within the seed
+spread (the f32 seeds' standard deviation); --plot draws the held-out curves.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import heads_stats as hs  # noqa: E402  (t_interval, paired)
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "build" / "bin"
+TASKS = {
+    "copy": ([str(BIN / "copy_task"), "train"], "exact_match"),
+    "lm": ([str(BIN / "lm"), "train"], None),
+    "translate": ([str(BIN / "translate"), "train", "--corpus", "gettext", "--src", "en", "--tgt", "fr",
+                   "--d-model", "128", "--d-ff", "512", "--enc-layers", "2", "--dec-layers", "2", "--dropout", "0.1",
+                   "--label-smoothing", "0.1", "--max-tokens", "4096", "--lr", "0.002", "--vocab-size", "2000",
+                   "--steps", "1000", "--beam", "1"], "bleu"),
+}
+PRECISIONS = ("f32", "bf16")
+
+
+def log_path(out, task, precision, seed):
+    return Path(out) / f"{task}-{precision}-s{seed}.jsonl"
+
+
+def evals(path):
+    return [r for r in map(json.loads, open(path)) if "eval_loss" in r]
+
+
+def finished(path):
+    return path.exists() and (path.with_suffix(".done")).exists()
+
+
+def run(a):
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for task in a.tasks:
+        argv, _ = TASKS[task]
+        for seed in a.seeds:
+            for p in PRECISIONS:
+                log = log_path(out, task, p, seed)
+                if not finished(log):
+                    jobs.append((argv + ["--seed", str(seed), "--precision", p, "--threads", "1", "--log", str(log),
+                                         "--quiet"], log))
+
+    def one(job):
+        argv, log = job
+        with open(log.with_suffix(".txt"), "w") as f:
+            subprocess.run(argv, check=True, stdout=f, stderr=subprocess.STDOUT)
+        log.with_suffix(".done").touch()
+        print(f"done: {log.name}", flush=True)
+
+    with ThreadPoolExecutor(a.jobs) as pool:
+        list(pool.map(one, jobs))
+
+
+def report(a):
+    out = Path(a.out)
+    curves = {}
+    for task, (_, metric) in TASKS.items():
+        seeds = sorted({int(p.stem.rsplit("-s", 1)[1]) for p in out.glob(f"{task}-f32-s*.jsonl")
+                        if finished(p) and finished(log_path(out, task, "bf16", int(p.stem.rsplit("-s", 1)[1])))})
+        if not seeds:
+            continue
+        runs = {p: {s: evals(log_path(out, task, p, s)) for s in seeds} for p in PRECISIONS}
+        curves[task] = runs
+        print(f"## {task} (n = {len(seeds)} seeds: {seeds}; the last evaluation, step {runs['f32'][seeds[0]][-1]['step']})\n")
+        print("| | f32 | bf16 | bf16 - f32, paired | relative | f32 seed sd | within 1% or the spread |")
+        print("|---|---|---|---|---|---|---|")
+        for name, key in (("held-out loss", "eval_loss"),) + (((metric, metric),) if metric else ()):
+            f32 = [runs["f32"][s][-1][key] for s in seeds]
+            b16 = [runs["bf16"][s][-1][key] for s in seeds]
+            cf, cb = hs.t_interval(f32), hs.t_interval(b16)
+            diff = hs.t_interval([b - f for b, f in zip(b16, f32)])
+            sd = cf.sd if cf.sd is not None else float("nan")
+            rel = diff.mean / cf.mean if cf.mean else float("nan")
+            ok = abs(rel) <= 0.01 if key == "eval_loss" else False
+            ok = ok or abs(diff.mean) <= sd
+            print(f"| {name} | {hs.fmt_ci(cf, digits=4)} | {hs.fmt_ci(cb, digits=4)} | "
+                  f"{hs.fmt_ci(diff, digits=4, signed=True)} | {rel * 100:+.2f}% | {sd:.4f} | {'yes' if ok else 'NO'} |")
+        print()
+    if a.plot and curves:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, len(curves), figsize=(4.2 * len(curves), 3.4), squeeze=False)
+        for ax, (task, runs) in zip(axes[0], curves.items()):
+            for p, color in zip(PRECISIONS, ("tab:blue", "tab:orange")):
+                for i, (s, ev) in enumerate(sorted(runs[p].items())):
+                    ax.plot([e["step"] for e in ev], [e["eval_loss"] for e in ev], color=color, alpha=0.7, lw=1,
+                            label=p if i == 0 else None)
+            ax.set_title(task)
+            ax.set_xlabel("step")
+            ax.set_ylabel("held-out loss")
+            ax.legend()
+        fig.tight_layout()
+        fig.savefig(a.plot, dpi=110)
+        print(f"drew {a.plot}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", required=True)
+    r.add_argument("--tasks", default="copy,lm,translate", type=lambda s: s.split(","))
+    r.add_argument("--seeds", default="1,2,3", type=lambda s: [int(x) for x in s.split(",")])
+    r.add_argument("--jobs", type=int, default=2)
+    p = sub.add_parser("report")
+    p.add_argument("--out", required=True)
+    p.add_argument("--plot")
+    a = ap.parse_args()
+    if a.cmd == "run":
+        bad = [t for t in a.tasks if t not in TASKS]
+        if bad:
+            ap.error(f"unknown task {bad}; tasks: {', '.join(TASKS)}")
+        run(a)
+    else:
+        report(a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+#!/usr/bin/python3
+"""An outside check of `lm train`'s float32 baseline (issue 32): a character
+GPT written the way nanoGPT (karpathy/nanoGPT, model.py and train.py) writes
+one, sharing no code and no convention with attograd or tools/torch_twin.py,
+trained with lm train's default hyperparameters, and scored on the held-out
+text three ways.
+
+    /usr/bin/python3 tools/lm_nanogpt.py --make-text FILE   # the prose-and-code text of the comparison
+    /usr/bin/python3 tools/lm_nanogpt.py --text FILE [--seed 1] [--steps 600] [--eval-at 200,400,600]
+                                         [--bias on|off] [--decay all|2d] [--threads 1]
+
+The recipe (lm train's defaults, as the issue states them for its twin):
+context 128, width 128, 4 heads, 4 blocks, MLP 512, batch 32, dropout 0,
+AdamW lr 3e-3, betas (0.9, 0.98), eps 1e-9, weight decay 0.1; 60 warmup
+steps then cosine to 1e-4 at the last step; gradient norm clipped to 1;
+GPT-2 init (N(0, 0.02), residual projections 0.02/sqrt(2 * layers)); the
+head tied to the token embedding.
+
+What is nanoGPT's and not attograd's: the vocabulary is the text's
+characters in sorted order (no <unk>); the split is the first int(0.9 n)
+characters; training windows start anywhere in the training part;
+the lr of iteration it (0-based) is lr * (it + 1) / (warmup + 1) during the
+warmup, then min_lr + (lr - min_lr) * (1 + cos(pi * r)) / 2 with
+r = (it - warmup) / (steps - warmup); --bias (default on) puts biases on every
+Linear and LayerNorm; --decay all decays every parameter (the issue's
+twin), 2d only the matrices (nanoGPT's configure_optimizers).
+
+The held-out loss after each step in --eval-at, three ways, one JSON line each:
+  random  nanoGPT's estimate_loss: the mean over 200 batches of 32 windows
+          starting anywhere in the held-out part (a new draw each time, from
+          a generator of its own, so training is not disturbed);
+  first   the first 200 windows of 128 aligned from the held-out part's start
+          (what lm train --eval-size 200 scores);
+  all     every aligned window of the held-out part (lm train --eval-size
+          with at least as many windows as the part holds).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+PROSE = ["Apache-2.0", "Artistic", "BSD", "CC0-1.0", "GFDL-1.3", "GPL-2", "GPL-3", "LGPL-2.1", "LGPL-3",
+         "MPL-1.1", "MPL-2.0"]  # /usr/share/common-licenses (the files, not their symlinks)
+CODE = ["argparse", "statistics", "fractions", "heapq", "shlex", "glob", "fnmatch", "colorsys", "bisect", "calendar",
+        "textwrap"]  # /usr/lib/python3.11 (458k characters in all; the last 10% is textwrap, MPL-2.0 and calendar's end)
+
+
+def make_text(path):
+    """Prose (Debian's license texts) and code (Python modules) alternating file by
+    file, so both sides of the 90/10 split hold both; LF line ends only."""
+    prose = [open(f"/usr/share/common-licenses/{n}", encoding="utf-8").read() for n in PROSE]
+    code = [open(f"/usr/lib/python3.11/{n}.py", encoding="utf-8").read() for n in CODE]
+    text = "".join(p + c for p, c in zip(prose, code)).replace("\r\n", "\n")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"wrote {path}: {len(text)} characters, {len(set(text))} distinct", file=sys.stderr)
+
+
+def build(torch, nn, F, vocab, a):
+    class SelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn = nn.Linear(a.width, 3 * a.width, bias=a.bias)
+            self.c_proj = nn.Linear(a.width, a.width, bias=a.bias)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.c_attn(x).split(C, dim=2)
+            q, k, v = (z.view(B, T, a.heads, C // a.heads).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(C // a.heads)
+            att = att.masked_fill(self.mask[:T, :T], float("-inf")).softmax(-1)
+            return self.c_proj((att @ v).transpose(1, 2).reshape(B, T, C))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(a.width)
+            self.attn = SelfAttention()
+            self.ln_2 = nn.LayerNorm(a.width)
+            self.c_fc = nn.Linear(a.width, a.mlp, bias=a.bias)
+            self.c_proj = nn.Linear(a.mlp, a.width, bias=a.bias)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, a.width)
+            self.wpe = nn.Embedding(a.context, a.width)
+            self.h = nn.ModuleList(Block() for _ in range(a.layers))
+            self.ln_f = nn.LayerNorm(a.width)
+            self.lm_head = nn.Linear(a.width, vocab, bias=False)
+            self.lm_head.weight = self.wte.weight
+            mask = torch.ones(a.context, a.context, dtype=torch.bool).triu(1)
+            for blk in self.h:
+                blk.attn.register_buffer("mask", mask, persistent=False)
+            for m in self.modules():
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    nn.init.normal_(m.weight, 0.0, 0.02)
+                    if getattr(m, "bias", None) is not None:
+                        nn.init.zeros_(m.bias)
+            for name, p in self.named_parameters():
+                if name.endswith("c_proj.weight"):
+                    nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * a.layers))
+            if not a.bias:  # torch 1.13's LayerNorm always has a bias: frozen at 0, it is none
+                for m in self.modules():
+                    if isinstance(m, nn.LayerNorm):
+                        m.bias.requires_grad_(False)
+
+        def forward(self, idx, targets):
+            T = idx.shape[1]
+            x = self.wte(idx) + self.wpe(torch.arange(T))
+            for blk in self.h:
+                x = blk(x)
+            logits = self.lm_head(self.ln_f(x))
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+    return GPT()
+
+
+def lr_at(it, a):
+    if it < a.warmup:
+        return a.lr * (it + 1) / (a.warmup + 1)
+    r = min(1.0, (it - a.warmup) / max(1, a.steps - a.warmup))
+    return a.min_lr + (a.lr - a.min_lr) * 0.5 * (1 + math.cos(math.pi * r))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--make-text", metavar="FILE", help="write the comparison's text and exit")
+    ap.add_argument("--text")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--eval-at", default="200,400,600")
+    ap.add_argument("--bias", choices=["on", "off"], default="on")
+    ap.add_argument("--decay", choices=["all", "2d"], default="all")
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    if a.make_text:
+        make_text(a.make_text)
+        return 0
+    if not a.text:
+        ap.error("--text FILE (or --make-text FILE)")
+    a.bias = a.bias == "on"
+    a.context, a.width, a.heads, a.layers, a.mlp, a.batch = 128, 128, 4, 4, 512, 32
+    a.lr, a.min_lr, a.warmup, a.wd, a.clip = 3e-3, 1e-4, 60, 0.1, 1.0
+    eval_at = sorted({int(s) for s in a.eval_at.split(",")})
+    if not eval_at or eval_at[0] < 0 or eval_at[-1] > a.steps:
+        ap.error(f"--eval-at must be steps in [0, {a.steps}]")
+
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+
+    text = open(a.text, encoding="utf-8").read()
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    n = int(0.9 * len(data))
+    train, val = data[:n], data[n:]
+    model = build(torch, nn, F, len(chars), a)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if a.decay == "all":
+        groups = [{"params": params, "weight_decay": a.wd}]
+    else:
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": a.wd},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
+    n_params = sum(p.numel() for p in params)
+    print(json.dumps(dict(kind="setup", chars=len(text), vocab=len(chars), train_tokens=len(train),
+                          heldout_tokens=len(val), params=n_params, bias=a.bias, decay=a.decay, seed=a.seed,
+                          torch=torch.__version__)), flush=True)
+
+    def windows(part, starts):
+        x = torch.stack([part[s:s + a.context] for s in starts])
+        y = torch.stack([part[s + 1:s + 1 + a.context] for s in starts])
+        return x, y
+
+    eval_gen = torch.Generator().manual_seed(1_000_003 * a.seed)
+
+    @torch.no_grad()
+    def heldout():
+        model.eval()
+        out = {}
+        losses = []
+        for _ in range(200):
+            starts = torch.randint(len(val) - a.context, (a.batch,), generator=eval_gen).tolist()
+            losses.append(model(*windows(val, starts)).item())
+        out["random"] = sum(losses) / len(losses)
+        aligned = list(range(0, len(val) - a.context, a.context))
+        for name, starts in (("first", aligned[:200]), ("all", aligned)):
+            total = 0.0
+            for i in range(0, len(starts), a.batch):
+                chunk = starts[i:i + a.batch]
+                total += model(*windows(val, chunk)).item() * len(chunk)
+            out[name] = total / len(starts)
+            out[name + "_windows"] = len(starts)
+        model.train()
+        return out
+
+    t0 = time.perf_counter()
+    for it in range(a.steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(it, a)
+        starts = torch.randint(len(train) - a.context, (a.batch,)).tolist()
+        loss = model(*windows(train, starts))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, a.clip)
+        opt.step()
+        if it + 1 in eval_at:
+            print(json.dumps(dict(kind="eval", step=it + 1, train_loss=loss.item(), seconds=time.perf_counter() - t0,
+                                  **heldout())), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
