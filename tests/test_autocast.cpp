@@ -117,7 +117,8 @@ TEST(Autocast, LinearIsTheProductOfRoundedOperands) {
   EXPECT_EQ(w.grad().dtype(), DType::f32);
 }
 
-// What the node keeps: the bf16 copies, half the bytes of f32 operands.
+// What the node keeps: the activation's bf16 copy (half the bytes of f32),
+// and the weight itself, not a copy (it outlives the step anyway).
 TEST(Autocast, BackwardKeepsTheBf16Copies) {
   Tensor x = fine_f32({8, 16}, 5).requires_grad_();
   Tensor w = fine_f32({4, 16}, 6).requires_grad_();
@@ -125,10 +126,12 @@ TEST(Autocast, BackwardKeepsTheBf16Copies) {
   const Tensor y = linear(x, w, Tensor());
   const auto& saved = y.grad_fn()->saved;
   ASSERT_EQ(saved.size(), 2u);
-  for (const SavedTensor& s : saved) {
-    EXPECT_EQ(s.value.dtype(), DType::bf16) << s.name;
-    EXPECT_EQ(saved_bytes(s), static_cast<size_t>(s.value.numel()) * 2) << s.name;
-  }
+  EXPECT_EQ(saved[0].name, "x");
+  EXPECT_EQ(saved[0].value.dtype(), DType::bf16);
+  EXPECT_EQ(saved_bytes(saved[0]), static_cast<size_t>(x.numel()) * 2);
+  EXPECT_EQ(saved[1].name, "w");
+  EXPECT_EQ(saved[1].value.dtype(), DType::f32);
+  EXPECT_EQ(saved[1].value.data<float>(), w.data<float>()) << "the weight's own storage, not a copy";
   const Tensor z = matmul(x, w.transpose(0, 1));
   for (const SavedTensor& s : z.grad_fn()->saved) EXPECT_EQ(s.value.dtype(), DType::bf16) << s.name;
 }

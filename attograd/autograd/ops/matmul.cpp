@@ -333,14 +333,17 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   }
   run_product(x2, false, w2, true, {}, out2, bias.defined() ? 1.0 : 0.0);
   if (!any_requires_grad({x, w, bias})) return out;
+  // Under autocast backward keeps x's bf16 copy (half of x's bytes), but w itself, not its copy: a weight
+  // outlives the step anyway, so a saved copy would only add bytes; backward rounds it again (the same bits).
+  const Tensor w_saved = low ? operand(w) : w2;
   return record("linear", out, {x, w, bias},
-                {{"x", w.requires_grad() ? x2 : Tensor()}, {"w", x.requires_grad() ? w2 : Tensor()}},
+                {{"x", w.requires_grad() ? x2 : Tensor()}, {"w", x.requires_grad() ? w_saved : Tensor()}},
                 [sx = x.shape(), sw = w.shape(), O, low](const Tensor& grad, Grads& dx, const Tensor& x_,
                                                           const Tensor& w_) {
                   // out = x @ wᵀ + b  =>  dx = grad @ w,  dw = gradᵀ @ x,  db = Σ_rows grad
                   if (dx.create_graph()) {
                     const AutocastGuard as_forward(low ? Precision::bf16 : Precision::f32);
-                    if (dx.needs(0)) dx[0] += matmul(grad, dx.input(1, widened(low, w_)));
+                    if (dx.needs(0)) dx[0] += matmul(grad, dx.input(1, w_));
                     if (dx.needs(1)) {
                       const Tensor X = dx.input(0, widened(low, x_.reshape(sx))).reshape({-1, sw[1]});  // [R, I]
                       dx[1] += matmul(grad.reshape({-1, O}).transpose(0, 1), X);
@@ -349,7 +352,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                     return;
                   }
                   const Tensor g = lowered(low, operand(rows_view(grad)));  // [R, O]
-                  if (dx.needs(0)) dx[0] += with_shape(product(g, false, w_, false, {}, {g.size(0), sw[1]}), sx);
+                  if (dx.needs(0))
+                    dx[0] += with_shape(product(g, false, lowered(low, w_), false, {}, {g.size(0), sw[1]}), sx);
                   if (dx.needs(1)) dx[1] += product(g, true, x_, false, {}, sw);
                   if (dx.needs(2)) dx[2] += sum_to(grad, {O});
                 });
