@@ -132,6 +132,10 @@ def bf16_rows(runs, skipped):
         rows.append((f"{config} bf16: ours peak RSS MB, bf16 vs f32", f"{med(ours, 'peak_rss_mb'):.0f} vs "
                      f"{med(ours_f32, 'peak_rss_mb'):.0f}", "", f"{ratio(ours, ours_f32, 'peak_rss_mb'):.2f}x",
                      "≤ 0.7x"))
+        if all("peak_tensor_mb" in r for r in ours + ours_f32):
+            rows.append((f"{config} bf16: ours peak tensor MB (live tensors only), bf16 vs f32",
+                         f"{med(ours, 'peak_tensor_mb'):.0f} vs {med(ours_f32, 'peak_tensor_mb'):.0f}", "",
+                         f"{ratio(ours, ours_f32, 'peak_tensor_mb'):.2f}x", ""))
         rate = runs.get(("attograd", "sgemm", config, kb[3], 1, None, None, None, "bf16"))
         if rate:
             rows.append((f"{config} bf16: the step's GEMMs alone in bf16, GFLOP/s (ratio: model / this)",

@@ -16,7 +16,7 @@
 // program's default GPT on random token windows (examples/bench/workloads.h).
 // A training step is forward + cross-entropy + backward + Adam step (dropout 0).
 // Each printed line is one measurement:
-//   bench framework=attograd mode=train config=tiny threads=1 kernel=Cooperlake steps=50 step_ms=… tok_s=… gflops=… peak_rss_mb=…
+//   bench framework=attograd mode=train config=tiny threads=1 kernel=Cooperlake steps=50 step_ms=… tok_s=… gflops=… peak_rss_mb=… peak_tensor_mb=… precision=f32
 //   bench framework=attograd mode=dp config=base procs=2 threads=1 kernel=… steps=50 step_ms=… tok_s=… allreduce_ms=… allreduce_pct=… peak_rss_mb=…
 //   bench framework=attograd mode=decode config=base threads=1 kernel=… batch=64 len=32 cache=yes ms=… tok_s=… peak_rss_mb=… same=yes
 //   bench framework=attograd mode=sgemm config=base threads=2 kernel=… steps=50 step_ms=… gflops=…
@@ -30,7 +30,8 @@
 //   skip row=bf16 reason="…"
 // and times nothing: a bf16 row widened to f32 would only measure f32.
 // peak_rss_mb is the process's peak resident set so far (getrusage), so
-// scripts/bench runs one configuration per process.
+// scripts/bench runs one configuration per process; peak_tensor_mb the
+// tensors' own high-water mark (the allocator's live bytes, no cache).
 //
 // --data-parallel trains as examples/common's Trainer does in a world of N
 // processes (dist::world(): mpirun's, else the world of one): each rank takes
@@ -68,6 +69,7 @@
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 
+#include <attograd/autograd/backend/allocator.h>
 #include <attograd/autograd/backend/gemm.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/engine.h>
@@ -92,6 +94,10 @@ double peak_rss_mb() {
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
+
+// The tensors' high-water mark (the allocator's count of live bytes): peak
+// RSS without the code, the libraries and the allocator's cache of free blocks.
+double peak_tensor_mb() { return static_cast<double>(current_allocator()->peak_bytes()) / (1 << 20); }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -136,9 +142,10 @@ void bench_train(const BenchConfig& c, int threads, int64_t warmup, int64_t step
   }
   const double step_ms = median(ms);
   const double tokens = static_cast<double>(c.batch * c.len);
-  fmt::print("{} steps={} step_ms={:.3f} tok_s={:.0f} gflops={:.2f} peak_rss_mb={:.1f} precision={}\n",
-             prefix("train", c, threads, kernel), steps, step_ms, tokens / (step_ms / 1e3),
-             3 * bench::forward_flops(c) / (step_ms / 1e3) / 1e9, peak_rss_mb(), precision_name(precision));
+  fmt::print("{} steps={} step_ms={:.3f} tok_s={:.0f} gflops={:.2f} peak_rss_mb={:.1f} peak_tensor_mb={:.1f} "
+             "precision={}\n", prefix("train", c, threads, kernel), steps, step_ms, tokens / (step_ms / 1e3),
+             3 * bench::forward_flops(c) / (step_ms / 1e3) / 1e9, peak_rss_mb(), peak_tensor_mb(),
+             precision_name(precision));
 }
 
 // A training step as the Trainer takes it in a world of N ranks; see the

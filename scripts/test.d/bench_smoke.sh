@@ -18,7 +18,7 @@ re_num='[0-9]+(\.[0-9]+)?'
 
 out=$("$bin" --config tiny --threads 1 --warmup 1 --steps 2)
 echo "$out" | tee -a "$lines"
-grep -Eq "^bench framework=attograd mode=train config=tiny threads=1 kernel=[A-Za-z0-9]+ steps=2 step_ms=$re_num tok_s=$re_num gflops=$re_num peak_rss_mb=$re_num precision=f32$" <<<"$out" \
+grep -Eq "^bench framework=attograd mode=train config=tiny threads=1 kernel=[A-Za-z0-9]+ steps=2 step_ms=$re_num tok_s=$re_num gflops=$re_num peak_rss_mb=$re_num peak_tensor_mb=$re_num precision=f32$" <<<"$out" \
   || fail "unexpected train line"
 dec=$("$bin" --decode --config tiny --threads 1 --lengths 3,5 --decode-batch 4 --repeats 1)
 echo "$dec" | tee -a "$lines"
@@ -45,7 +45,7 @@ if "$bin" --config tiny --d-model 30 --steps 1 2>/dev/null; then fail "--d-model
 
 lm=$("$bin" --config lm --threads 1 --warmup 0 --steps 1)
 echo "$lm" | tee -a "$lines"
-grep -Eq "^bench framework=attograd mode=train config=lm threads=1 kernel=[A-Za-z0-9]+ steps=1 step_ms=$re_num tok_s=$re_num gflops=$re_num peak_rss_mb=$re_num precision=f32$" <<<"$lm" \
+grep -Eq "^bench framework=attograd mode=train config=lm threads=1 kernel=[A-Za-z0-9]+ steps=1 step_ms=$re_num tok_s=$re_num gflops=$re_num peak_rss_mb=$re_num peak_tensor_mb=$re_num precision=f32$" <<<"$lm" \
   || fail "unexpected lm train line"
 
 dp_line() {  # dp_line PROCS: the regex of a data-parallel line of tiny
@@ -81,7 +81,7 @@ if grep -q "^skip row=bf16 reason=" <<<"$b16"; then
   grep -q "bf16 training rows.*skipped" <<<"$table" || fail "bench_table.py does not say the bf16 rows were skipped"
 else
   native_bf16=1
-  grep -Eq "^bench framework=attograd mode=train config=lm threads=1 kernel=[A-Za-z0-9]+ steps=1 step_ms=$re_num tok_s=$re_num gflops=$re_num peak_rss_mb=$re_num precision=bf16$" <<<"$b16" \
+  grep -Eq "^bench framework=attograd mode=train config=lm threads=1 kernel=[A-Za-z0-9]+ steps=1 step_ms=$re_num tok_s=$re_num gflops=$re_num peak_rss_mb=$re_num peak_tensor_mb=$re_num precision=bf16$" <<<"$b16" \
     || fail "unexpected bf16 train line"
   rate=$("$bin" --config lm --threads 1 --warmup 0 --steps 1 --precision bf16 --sgemm-rate)
   grep -Eq "^bench framework=attograd mode=sgemm config=lm .* precision=bf16$" <<<"$rate" || fail "unexpected bf16 sgemm line"
