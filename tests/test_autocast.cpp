@@ -136,6 +136,36 @@ TEST(Autocast, BackwardKeepsTheBf16Copies) {
   for (const SavedTensor& s : z.grad_fn()->saved) EXPECT_EQ(s.value.dtype(), DType::bf16) << s.name;
 }
 
+// GELU under autocast: the forward is the f32 one, backward keeps x rounded
+// to bf16 (half the bytes) and its gradient is the slope at the rounded x.
+TEST(Autocast, GeluKeepsItsInputInBf16AndTakesTheSlopeThere) {
+  const int64_t n = 257;
+  Tensor x = fine_f32({n}, 21).requires_grad_();
+  const Tensor up = fine_f32({n}, 22);
+  for (GeluApprox approx : {GeluApprox::none, GeluApprox::tanh}) {
+    x.zero_grad();
+    Tensor y;
+    {
+      AutocastGuard bf16;
+      y = gelu(x, approx);
+    }
+    const SavedTensor& kept = y.grad_fn()->saved.at(0);
+    EXPECT_EQ(kept.value.dtype(), DType::bf16);
+    EXPECT_EQ(saved_bytes(kept), static_cast<size_t>(n) * 2);
+    EXPECT_EQ(y.to_vector<float>(), gelu(x.detach(), approx).to_vector<float>()) << "the forward is f32's";
+    y.backward(up);
+    // The f32 backward at the rounded x (no autocast): the same kernel on the same values.
+    Tensor xr = x.detach().to(DType::bf16).to(DType::f32).requires_grad_();
+    gelu(xr, approx).backward(up);
+    EXPECT_EQ(x.grad().to_vector<float>(), xr.grad().to_vector<float>());
+    // And within bf16's rounding of the exact-input gradient.
+    Tensor xf = x.detach().requires_grad_();
+    gelu(xf, approx).backward(up);
+    expect_near_all(x.grad().to_vector<double>(), xf.grad().to_vector<double>(),
+                    1e-2 * scale_of(xf.grad().to_vector<double>()));
+  }
+}
+
 // Batched and broadcast matmul: every batch's product of rounded operands,
 // and db summed over the batch b was broadcast along.
 TEST(Autocast, BatchedMatmulIsTheProductOfRoundedOperands) {

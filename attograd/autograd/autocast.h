@@ -5,14 +5,18 @@
 //
 //   op                  under bf16 autocast                            backward keeps
 //   ------------------  ---------------------------------------------  -----------------------------
-//   linear, matmul      f32 operands rounded to bf16 (to nearest       the bf16 copies: half the
-//                       even), every product summed in f32, f32 out    bytes of the f32 operands
+//   linear, matmul      f32 operands rounded to bf16 (to nearest       the bf16 copies, half the
+//                       even), every product summed in f32, f32 out    bytes; linear keeps its
+//                                                                      weight itself (rounded again)
 //   their backward      grad rounded to bf16, the same mixed products,
 //                       f32 gradients (so the f32 weights' .grad is f32)
 //   fused attention     Q, K, V rounded; per head S = scale·QKᵀ in f32,    the bf16 copies of Q, K, V
 //                       softmax in f32, P rounded for P·V; backward
 //                       rounds dO, P and scale·dS where they enter a
 //                       product
+//   gelu                f32 as without autocast                        x rounded to bf16 (half the
+//                                                                      bytes of the MLP's widest
+//                                                                      activation)
 //   everything else     f32 as without autocast: softmax, layer norm, the loss, reductions, the
 //                       optimizer and its master weights
 //   f64 operands        untouched (gradcheck runs in f64 under any guard)
