@@ -157,11 +157,22 @@ TEST(Autocast, GeluKeepsItsInputInBf16AndTakesTheSlopeThere) {
     // The f32 backward at the rounded x (no autocast): the same kernel on the same values.
     Tensor xr = x.detach().to(DType::bf16).to(DType::f32).requires_grad_();
     gelu(xr, approx).backward(up);
-    EXPECT_EQ(x.grad().to_vector<float>(), xr.grad().to_vector<float>());
+    const Tensor plain = x.grad();
+    EXPECT_EQ(plain.to_vector<float>(), xr.grad().to_vector<float>());
+    // create_graph takes the same slope (and its graph reaches x).
+    x.zero_grad();
+    {
+      AutocastGuard bf16;
+      y = gelu(x, approx);
+    }
+    const Tensor g1 = grad({y}, {x}, {up}, GradOptions{.create_graph = true}).at(0);
+    EXPECT_TRUE(g1.requires_grad());
+    expect_near_all(g1.to_vector<double>(), xr.grad().to_vector<double>(),
+                    1e-6 * scale_of(xr.grad().to_vector<double>()));
     // And within bf16's rounding of the exact-input gradient.
     Tensor xf = x.detach().requires_grad_();
     gelu(xf, approx).backward(up);
-    expect_near_all(x.grad().to_vector<double>(), xf.grad().to_vector<double>(),
+    expect_near_all(plain.to_vector<double>(), xf.grad().to_vector<double>(),
                     1e-2 * scale_of(xf.grad().to_vector<double>()));
   }
 }

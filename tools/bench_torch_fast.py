@@ -294,6 +294,8 @@ def main():
                     help="3 steps of tiny: the loss is finite, falls, and equals the twin's")
     args = ap.parse_args()
     bt.check_bench_flags(ap, args)
+    if args.decode and args.precision != "f32":
+        ap.error("--precision bf16 times training; decoding runs in float32, so --decode takes no --precision")
     FOREACH[0] = args.foreach == "on"
     PRECISION[0] = args.precision
 

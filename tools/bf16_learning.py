@@ -75,6 +75,14 @@ def run(a):
         argv, log = job
         with open(log.with_suffix(".txt"), "w") as f:
             subprocess.run(argv, check=True, stdout=f, stderr=subprocess.STDOUT)
+        # A bf16 run trains in bf16 only where the products run native; elsewhere the program says so and
+        # trains in f32, which would compare f32 with f32: refuse that run.
+        if "--precision" in argv and argv[argv.index("--precision") + 1] == "bf16":
+            out = log.with_suffix(".txt").read_text()
+            if "precision bf16: matrix products in bfloat16" not in out:
+                raise SystemExit(f"bf16_learning: {log.name} did not train in bf16 here: "
+                                 + next((ln for ln in out.splitlines() if ln.startswith("precision bf16")),
+                                        "no precision line"))
         log.with_suffix(".done").touch()
         print(f"done: {log.name}", flush=True)
 

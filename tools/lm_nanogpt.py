@@ -12,13 +12,14 @@ text three ways.
 The recipe (lm train's defaults, as the issue states them for its twin):
 context 128, width 128, 4 heads, 4 blocks, MLP 512, batch 32, dropout 0,
 AdamW lr 3e-3, betas (0.9, 0.98), eps 1e-9, weight decay 0.1; 60 warmup
-steps then cosine to 1e-4 at the last step; gradient norm clipped to 1;
+steps then cosine towards 1e-4 (reached one step after the last, as nanoGPT); gradient norm clipped to 1;
 GPT-2 init (N(0, 0.02), residual projections 0.02/sqrt(2 * layers)); the
 head tied to the token embedding.
 
 What is nanoGPT's and not attograd's: the vocabulary is the text's
-characters in sorted order (no <unk>); the split is the first int(0.9 n)
-characters; training windows start anywhere in the training part;
+characters in sorted order (no <unk>); training windows start anywhere in
+the training part (the split is lm's, n - ceil(0.1 n), where nanoGPT takes
+int(0.9 n): the same except for rounding, so the held-out windows match);
 the lr of iteration it (0-based) is lr * (it + 1) / (warmup + 1) during the
 warmup, then min_lr + (lr - min_lr) * (1 + cos(pi * r)) / 2 with
 r = (it - warmup) / (steps - warmup); --bias (default on) puts biases on every
@@ -148,9 +149,12 @@ def main():
     a.bias = a.bias == "on"
     a.context, a.width, a.heads, a.layers, a.mlp, a.batch = 128, 128, 4, 4, 512, 32
     a.lr, a.min_lr, a.warmup, a.wd, a.clip = 3e-3, 1e-4, 60, 0.1, 1.0
-    eval_at = sorted({int(s) for s in a.eval_at.split(",")})
-    if not eval_at or eval_at[0] < 0 or eval_at[-1] > a.steps:
-        ap.error(f"--eval-at must be steps in [0, {a.steps}]")
+    try:
+        eval_at = sorted({int(s) for s in a.eval_at.split(",")})
+    except ValueError:
+        ap.error(f"--eval-at expects comma-separated steps, got {a.eval_at!r}")
+    if a.steps < 1 or not eval_at or eval_at[0] < 1 or eval_at[-1] > a.steps:
+        ap.error(f"--eval-at must be steps in [1, --steps = {a.steps}]")
 
     import torch
     import torch.nn.functional as F
@@ -162,8 +166,11 @@ def main():
     chars = sorted(set(text))
     stoi = {c: i for i, c in enumerate(chars)}
     data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
-    n = int(0.9 * len(data))
+    n = len(data) - math.ceil(0.1 * len(data))  # lm's split, so "first" and "all" are its windows
     train, val = data[:n], data[n:]
+    if len(val) <= a.context or len(train) <= a.context:
+        sys.exit(f"lm_nanogpt: the text is too short: {len(train)} training and {len(val)} held-out characters, "
+                 f"each must exceed the context ({a.context})")
     model = build(torch, nn, F, len(chars), a)
     params = [p for p in model.parameters() if p.requires_grad]
     if a.decay == "all":

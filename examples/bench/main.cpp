@@ -381,6 +381,17 @@ int main(int argc, char** argv) {
     const int64_t warmup = cli::flag_in_range<int64_t>(r, "warmup", 0, 1'000'000);
     const int64_t steps = cli::flag_in_range<int64_t>(r, "steps", 1, 1'000'000);
     const uint64_t seed = r["seed"].as<uint64_t>();
+    const Precision asked = find_choice(precision_choices(), r["precision"].as<std::string>(), "precision").value;
+    if (r.count("decode") && asked == Precision::bf16)
+      fail<ValueError>("flags", "--precision bf16 times training (and --sgemm-rate); decoding runs in float32, so "
+                       "--decode takes no --precision");
+    if (asked == Precision::bf16) {
+      const PrecisionPlan plan = plan_precision(asked, bf16_gemm_kernel());
+      if (plan.precision != Precision::bf16) {
+        fmt::print("skip row=bf16 reason=\"{}\"\n", plan.note);
+        return 0;
+      }
+    }
     if (r.count("decode")) {
       const auto lengths = parse_list<int64_t>("lengths", r["lengths"].as<std::string>(), 1, 254);
       const int64_t batch = cli::flag_in_range<int64_t>(r, "decode-batch", 1, 1 << 16);
@@ -388,14 +399,6 @@ int main(int argc, char** argv) {
       const int64_t no_cache_up_to = cli::flag_in_range<int64_t>(r, "no-cache-up-to", 0, 254);
       for (int t : threads) bench_decode(which == "tiny" ? bench::kTiny : bench::kBase, t, batch, lengths, repeats, no_cache_up_to, seed);
       return 0;
-    }
-    const Precision asked = find_choice(precision_choices(), r["precision"].as<std::string>(), "precision").value;
-    if (r.count("decode") == 0 && asked == Precision::bf16) {
-      const PrecisionPlan plan = plan_precision(asked, bf16_gemm_kernel());
-      if (plan.precision != Precision::bf16) {
-        fmt::print("skip row=bf16 reason=\"{}\"\n", plan.note);
-        return 0;
-      }
     }
     const auto train = r.count("sgemm-rate") ? bench_sgemm : r.count("data-parallel") ? bench_data_parallel : bench_train;
     for (const BenchConfig& c : configs)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -155,21 +156,18 @@ XsmmBf16Kernel xsmm_bf16_kernel(int64_t, int64_t, int64_t, int64_t, int64_t, int
 
 namespace {
 
-// An element of `Bytes` bytes with no alignment (so a bf16 pair at any even
-// address is one) and no type of its own (bytes alias anything).
+// transpose_tiles for elements of `Bytes` bytes, over the rows [c0, c1) of out, 16 x 16 tiles at a time.
+// Each element moves by a fixed-size memcpy (one load and one store): no alignment is assumed, so a bf16
+// pair at any even address is one element.
 template <int Bytes>
-struct Element {
-  unsigned char bytes[Bytes];
-};
-
-// transpose_tiles for one element size, over the tile rows [c0, c1) of out.
-template <class T>
-void transpose_range(T* out, const T* in, int64_t rows, int64_t cols, int64_t ldi, int64_t ldo, int64_t c0,
+void transpose_range(unsigned char* out, const unsigned char* in, int64_t rows, int64_t ldi, int64_t ldo, int64_t c0,
                      int64_t c1) {
   constexpr int64_t kTile = 16;
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
-    for (int64_t c = c0; c < c1; ++c)
-      for (int64_t r = r0, r1 = std::min(rows, r0 + kTile); r < r1; ++r) out[c * ldo + r] = in[r * ldi + c];
+  for (int64_t cb = c0; cb < c1; cb += kTile)
+    for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+      for (int64_t c = cb, ce = std::min(c1, cb + kTile); c < ce; ++c)
+        for (int64_t r = r0, r1 = std::min(rows, r0 + kTile); r < r1; ++r)
+          std::memcpy(out + (c * ldo + r) * Bytes, in + (r * ldi + c) * Bytes, Bytes);
 }
 
 }  // namespace
@@ -180,11 +178,11 @@ void transpose_tiles(void* out, const void* in, int64_t rows, int64_t cols, int6
   parallel_for(block_count(cols, kTile), std::max<int64_t>(1, kElementwiseGrain / (kTile * std::max<int64_t>(rows, 1))),
                [=](int64_t first, int64_t last) {
     const int64_t c0 = first * kTile, c1 = std::min(cols, last * kTile);
+    auto* o = static_cast<unsigned char*>(out);
+    const auto* i = static_cast<const unsigned char*>(in);
     switch (bytes) {
-      case 2: return transpose_range(static_cast<Element<2>*>(out), static_cast<const Element<2>*>(in), rows, cols,
-                                     ldi, ldo, c0, c1);
-      case 4: return transpose_range(static_cast<Element<4>*>(out), static_cast<const Element<4>*>(in), rows, cols,
-                                     ldi, ldo, c0, c1);
+      case 2: return transpose_range<2>(o, i, rows, ldi, ldo, c0, c1);
+      case 4: return transpose_range<4>(o, i, rows, ldi, ldo, c0, c1);
       default: fail<ValueError>("transpose_tiles", "expected elements of 2 or 4 bytes, got {}", bytes);
     }
   });

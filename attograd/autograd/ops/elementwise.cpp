@@ -338,14 +338,21 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
   // Under bf16 autocast backward keeps x rounded to bf16, half its bytes (in a transformer's MLP x is
   // [B·T, F], the largest activation): the slope at the rounded x differs by about 2^-9 relative, the
   // rounding every product's operand gets (autocast.h).
-  const bool low = autocast_to_bf16(x.dtype());
+  const bool low = autocast_to_bf16(x.dtype()) && x.requires_grad() && GradMode::enabled();
   return record("gelu", out, {x}, {{"x", low ? bf16_rounded(x) : x.detach()}},
-                [exact](const Tensor& grad, Grads& dx, const Tensor& kept) {
+                [exact, low](const Tensor& grad, Grads& dx, const Tensor& kept) {
     // exact: d/dx [x Φ(x)] = Φ(x) + x φ(x),   φ(x) = e^(-x²/2) / √(2π)
     // tanh:  with u = √(2/π)(x + 0.044715x³), t = tanh u:
     //        d/dx = ½(1 + t) + ½ x (1 - t²) √(2/π) (1 + 3·0.044715 x²)
-    const Tensor x_ = kept.dtype() == DType::bf16 ? kept.to(DType::f32) : kept;
-    if (dx.create_graph()) { dx[0] += mul(grad, gelu_slope(dx.input(0, x_), exact)); return; }
+    const Tensor x_ = low ? kept.to(DType::f32) : kept;
+    if (dx.create_graph()) {
+      // The slope at the rounded x, as below; a leaf input comes back exact, so it is moved onto the
+      // rounded values by a constant (its gradient stays the input's).
+      Tensor xin = dx.input(0, x_);
+      if (low) xin = add(xin, sub(x_, xin.detach()));
+      dx[0] += mul(grad, gelu_slope(xin, exact));
+      return;
+    }
     const auto scalar_slope = [exact](auto g, auto v) {
       using T = decltype(v);
       if (exact) {

@@ -311,7 +311,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
     check_pair("linear", x, bias);
   }
   const bool low = autocast_to_bf16(x.dtype());
-  const Tensor x2 = lowered(low, operand(rows_view(x))), w2 = lowered(low, operand(w));  // [R, I], [O, I]
+  const Tensor wf = operand(w);                                                        // [O, I]
+  const Tensor x2 = lowered(low, operand(rows_view(x))), w2 = lowered(low, wf);         // [R, I], [O, I]
   Shape out_shape = x.shape();
   out_shape.back() = O;
   const Tensor out = Tensor::empty(out_shape, x.dtype());
@@ -334,8 +335,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   run_product(x2, false, w2, true, {}, out2, bias.defined() ? 1.0 : 0.0);
   if (!any_requires_grad({x, w, bias})) return out;
   // Under autocast backward keeps x's bf16 copy (half of x's bytes), but w itself, not its copy: a weight
-  // outlives the step anyway, so a saved copy would only add bytes; backward rounds it again (the same bits).
-  const Tensor w_saved = low ? operand(w) : w2;
+  // outlives the step anyway, so a saved copy would only add bytes; backward rounds it again (the same bits,
+  // unless w was written in between: backward reads w as it is then, as it does without autocast).
+  const Tensor w_saved = low ? wf : w2;
   return record("linear", out, {x, w, bias},
                 {{"x", w.requires_grad() ? x2 : Tensor()}, {"w", x.requires_grad() ? w_saved : Tensor()}},
                 [sx = x.shape(), sw = w.shape(), O, low](const Tensor& grad, Grads& dx, const Tensor& x_,
