@@ -87,22 +87,41 @@ def read_heldout_line(text):
     return None
 
 
+def sample_path(out, run_id):
+    return Path(out) / "runs" / run_id / "sample.txt"
+
+
+# What `probe` asks of the no-mask control and of the masked run of the same
+# seed: a greedy continuation (deterministic) of a short prompt, long enough
+# to pass the context, so the window ends both short of and at T.
+SAMPLE_PROMPT, SAMPLE_TOKENS = "The ", 300
+
+
+def wants_sample(grid: Grid, r):
+    """The lm grid's no-mask control runs and the masked runs of their (H, seed)."""
+    return (grid.program == "lm" and bool(grid.control_heads) and r["H"] == r["G"] == grid.control_heads
+            and r["seed"] in grid.control_seeds)
+
+
 def cmd_probe(args, grid: Grid):
     """For each complete run whose results are missing or older than its
     checkpoint (a run without a checkpoint keeps the results it has): head_probe
     lm or translate (probe.json) and, for lm, `lm eval` on every held-out window
     (heldout.json: the final quality on the whole held-out text, where the
-    trainer's evaluations read its first eval_size windows), `jobs` at once, one
-    thread each."""
+    trainer's evaluations read its first eval_size windows) and, for the
+    no-mask control and its masked twins, `lm sample` (sample.txt), `jobs` at
+    once, one thread each."""
     todo = []
     for r in runs_of(grid):
         if run_status(grid, r, args.out) != "complete":
             continue
         ckpt = Path(args.out) / "runs" / r["id"] / "ckpt"
         path, held = probe_path(args.out, r["id"]), heldout_path(args.out, r["id"])
+        sample = sample_path(args.out, r["id"]) if wants_sample(grid, r) else None
         saved = [p.stat().st_mtime for p in ckpt.glob("step-*.model.safetensors")]
         if not saved:   # a fresh checkout: the records are committed, the checkpoints are not
-            lacking = [p.name for p in (path, held) if not p.exists() and (p is path or grid.program == "lm")]
+            lacking = [p.name for p in (path, held, sample) if p is not None and not p.exists()
+                       and (p is path or grid.program == "lm")]
             if lacking:
                 print(f"{r['id']}: no checkpoint to probe, so {' and '.join(lacking)} cannot be made here; "
                       "hint: rerun the run (its seed's part) to probe it")
@@ -115,6 +134,11 @@ def cmd_probe(args, grid: Grid):
             held.with_suffix(".txt").unlink(missing_ok=True)   # run_pool appends
             argv = [args.lm, "eval", "--checkpoint", str(ckpt), "--threads", "1"]
             todo.append((f"held-out {r['id']}", argv, None, str(held.with_suffix(".txt"))))
+        if sample is not None and not (sample.exists() and sample.stat().st_mtime >= newest):
+            sample.unlink(missing_ok=True)
+            argv = [args.lm, "sample", "--checkpoint", str(ckpt), "--threads", "1", "--temperature", "0",
+                    "--prompt", SAMPLE_PROMPT, "--max-len", str(SAMPLE_TOKENS)]
+            todo.append((f"sample {r['id']}", argv, None, str(sample)))
     for k, (name, wall, _) in enumerate(run_pool(todo, args.jobs), 1):
         if name.startswith("held-out "):
             held = heldout_path(args.out, name.split(" ", 1)[1])
@@ -248,6 +272,85 @@ def analyse_probes(grid: Grid, out):
         res["per_H"].append(row)
     res["orders"] = {scope: _compare_orders(auc[scope]) for scope in res["scopes"]}
     return res
+
+
+def analyse_no_mask(grid: Grid, out):
+    """The no-mask control of question 3 as data: for each of its runs with a
+    probe, the whole-held-out loss beside the masked run of the same (H, seed),
+    every head's mass on the next position (the token that is the position's
+    own target) with its role and single-head ablation cost, and the greedy
+    samples `probe` drew from both. None when the grid has no control."""
+    if grid.program != "lm" or not grid.control_heads:
+        return None
+    by_id = {r["id"]: r for r in runs_of(grid)}
+    runs, missing = [], []
+
+    def read(run_id, path_of):
+        path = path_of(out, run_id)
+        if not path.exists():
+            return None
+        return path.read_text() if path.suffix == ".txt" else json.loads(path.read_text())
+
+    for r in by_id.values():
+        if r["causal"]:
+            continue
+        probe = read(r["id"], probe_path)
+        if probe is None:
+            missing.append(r["id"])
+            continue
+        twin = next(x["id"] for x in by_id.values() if x["causal"] and x["seed"] == r["seed"]
+                    and x["H"] == r["H"] and x["G"] == r["G"])
+        held, twin_held = read(r["id"], heldout_path), read(twin, heldout_path)
+        heads = []
+        for h in sorted(probe["heads"], key=lambda h: (h["layer"], h["head"])):
+            roles = ROLE_SETS[head_kind(h)]
+            heads.append(dict(layer=h["layer"], head=h["head"], next_token=h["next_token"],
+                              previous_token=h["previous_token"], self=h["self"],
+                              role=LABELS.get(role_of(role_scores(h, roles), roles), "mixed"),
+                              ablation_delta=h["ablation_delta"]))
+        reader = max(heads, key=lambda h: h["next_token"])
+        runs.append(dict(id=r["id"], seed=r["seed"], twin=twin,
+                         loss=held and held["loss"], twin_loss=twin_held and twin_held["loss"],
+                         probe_baseline=probe["baseline_loss"], heads=heads,
+                         next_token_heads=sum(h["next_token"] >= ROLE_LEVELS["next_token"] for h in heads),
+                         reader=reader, sample=read(r["id"], sample_path), twin_sample=read(twin, sample_path)))
+    return dict(H=grid.control_heads, runs=runs, missing=missing, level=ROLE_LEVELS["next_token"],
+                prompt=SAMPLE_PROMPT, sample_tokens=SAMPLE_TOKENS)
+
+
+def no_mask_markdown(res):
+    if res is None:
+        return ""
+    L = ["## The no-mask control", "",
+         f"H = {res['H']} trained without the causal mask: every position sees every other, so position t can read "
+         "its own target (token t + 1). Loss on every held-out window (`lm eval`, which reads ahead as training "
+         "did) beside the masked run of the same seed; the heads that put at least "
+         f"{res['level']:.0%} of their mass on the next position; the head with the most, and the loss its "
+         "single-head ablation costs (head_probe, on its windows).", ""]
+    if res["missing"]:
+        L += [f"Without a probe yet: {', '.join(res['missing'])}.", ""]
+    if not res["runs"]:
+        return "\n".join(L) + "\n"
+    L += ["| run | held-out loss, no mask | masked, same seed | heads reading the next position | "
+          "largest next-position mass (layer, head) | its ablation cost |", "|---|---|---|---|---|---|"]
+    fmt = lambda x: "-" if x is None else f"{x:.4f}"   # noqa: E731
+    for r in res["runs"]:
+        h = r["reader"]
+        L.append(f"| {r['id']} | {fmt(r['loss'])} | {fmt(r['twin_loss'])} | {r['next_token_heads']} of "
+                 f"{len(r['heads'])} | {h['next_token']:.3f} (L{h['layer']} H{h['head']}) | "
+                 f"{h['ablation_delta']:+.4f} |")
+    L += ["", "Every head of the control: mass on the next position, the previous one and itself; its label; "
+          "its ablation cost.", "", "| run | layer | head | next | previous | self | label | ablation cost |",
+          "|---|---|---|---|---|---|---|---|"]
+    for r in res["runs"]:
+        L += [f"| {r['id']} | {h['layer']} | {h['head']} | {h['next_token']:.3f} | {h['previous_token']:.3f} | "
+              f"{h['self']:.3f} | {h['role']} | {h['ablation_delta']:+.4f} |" for h in r["heads"]]
+    for r in res["runs"]:
+        for name, text in ((r["id"], r["sample"]), (r["twin"], r["twin_sample"])):
+            if text is not None:
+                L += ["", f"Greedy sample of {name} ({res['sample_tokens']} tokens after {res['prompt']!r}):", "",
+                      "```text", text.rstrip("\n"), "```"]
+    return "\n".join(L) + "\n"
 
 
 def _costliest(runs):

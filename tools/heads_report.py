@@ -360,6 +360,9 @@ def build_report(out):
     import heads_probe   # head_probe's analyses of the runs' checkpoints (heads_study.py probe)
     res["heads"] = heads_probe.analyse_probes(grid, out)
     md += "\n" + heads_probe.markdown(res["heads"])
+    res["no_mask"] = heads_probe.analyse_no_mask(grid, out)
+    if res["no_mask"] is not None:
+        md += "\n" + heads_probe.no_mask_markdown(res["no_mask"])
     if grid.program == "lm":
         import heads_gqa
         if grid.gqa_heads:   # heads_study.py gqa: conversion and uptraining

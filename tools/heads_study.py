@@ -69,7 +69,8 @@ from heads_runs import (PART_HOURS, cmd_pilot, cmd_plan, cmd_run, eval_records, 
 # quick: both pipelines on tiny grids (CI)
 
 HEAD_SECTIONS = ("## Pruning", "## Importance against ablation", "## Head roles")
-LM_SECTIONS = ("## Final loss on the whole held-out text", "## GQA conversion", "## Decode cost against H and G")
+LM_SECTIONS = ("## Final loss on the whole held-out text", "## GQA conversion", "## Decode cost against H and G",
+               "## The no-mask control")
 
 def quick_grid_run(args, grid, out):
     """One quick grid end to end in `out`: pilot, plan in 2 parts, an interrupted
@@ -148,6 +149,12 @@ def quick_heads_problems(res, grid):
         if heads and heads["scopes"] != ["all", "encoder_self", "decoder_self", "decoder_cross"]:
             problems.append(f"expected pruning within each attention kind: {heads['scopes']}")
         return problems
+    nm = res.get("no_mask")
+    layers = int(grid.model.get("layers", 1))
+    if not nm or nm["missing"] or sorted(r["seed"] for r in nm["runs"]) != sorted(grid.control_seeds) or any(
+            None in (r["loss"], r["twin_loss"], r["sample"], r["twin_sample"])
+            or len(r["heads"]) != layers * grid.control_heads for r in nm["runs"]):
+        problems.append(f"expected the no-mask control's losses, every head and both samples per seed: {nm}")
     if not gqa or any(v["n"] != len(grid.seeds) for r in gqa["rows"] for v in r["loss"].values()):
         problems.append(f"expected every GQA uptraining of every seed at every budget: {gqa}")
     elif any(r.get("vs_scratch") is None for r in gqa["rows"] if "vs_control" in r):

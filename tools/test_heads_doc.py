@@ -101,8 +101,8 @@ class Check(unittest.TestCase):
             d.mkdir(parents=True)
             self.log(d / "log.jsonl", r["H"], r["seed"])
         self.template = Path(self.dir.name) / "t.md.in"
-        self.template.write_text("H = 2 ends at {{lm:final_loss[H=2,G=2].mean|.4f}} (n = "
-                                 "{{lm:final_loss[H=2,G=2].n}}).\n")
+        self.template.write_text("H = 2 ends at {{lm:final_loss[H=2,G=2,causal=true].mean|.4f}} (n = "
+                                 "{{lm:final_loss[H=2,G=2,causal=true].n}}).\n")
         self.doc = Path(self.dir.name) / "doc.md"
         self.args = type("Args", (), dict(template=str(self.template), doc=str(self.doc), study=str(self.study)))()
 

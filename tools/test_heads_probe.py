@@ -230,6 +230,42 @@ class Analysis(unittest.TestCase):
         empty.cleanup()
 
 
+class NoMask(unittest.TestCase):
+    """The no-mask control's reading: its loss beside the masked run of its seed,
+    the heads on the next position, the samples; a run without a probe is named."""
+
+    def test_the_control_beside_its_masked_twin(self):
+        grid = grids.quick_grid("text.txt")   # the control: H = 2, seed 1, one layer
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            ids = {r["id"]: r for r in grids.runs_of(grid)}
+            control, twin = "H2-G2-nocausal-s1", "H2-G2-s1"
+            self.assertIn(control, ids)
+            self.assertTrue(hp.wants_sample(grid, ids[twin]) and not hp.wants_sample(grid, ids["H2-G2-s2"]))
+            self.assertIsNone(hp.analyse_no_mask(grids.quick_translate_grid(), out))
+            for rid in (control, twin):
+                (out / "runs" / rid).mkdir(parents=True)
+            self.assertEqual(hp.analyse_no_mask(grid, out)["missing"], [control])
+            probe = fake_probe(2, 1, 1, ["previous_token", "next_token"])
+            probe["heads"][1]["ablation_delta"] = 1.5
+            hp.probe_path(out, control).write_text(json.dumps(probe))
+            hp.heldout_path(out, control).write_text(json.dumps(dict(loss=0.25, tokens=100)))
+            hp.heldout_path(out, twin).write_text(json.dumps(dict(loss=1.75, tokens=100)))
+            hp.sample_path(out, control).write_text("The zzzz\n")
+            res = hp.analyse_no_mask(grid, out)
+            self.assertEqual(res["missing"], [])
+            (r,) = res["runs"]
+            self.assertEqual((r["twin"], r["loss"], r["twin_loss"]), (twin, 0.25, 1.75))
+            self.assertEqual(r["next_token_heads"], 1)
+            self.assertEqual((r["reader"]["layer"], r["reader"]["head"], r["reader"]["role"]), (0, 1, "next token"))
+            self.assertEqual(r["reader"]["ablation_delta"], 1.5)
+            self.assertEqual((r["sample"], r["twin_sample"]), ("The zzzz\n", None))
+            md = hp.no_mask_markdown(res)
+            self.assertIn("| H2-G2-nocausal-s1 | 0.2500 | 1.7500 | 1 of 2 | 0.800 (L0 H1) | +1.5000 |", md)
+            self.assertIn("```text\nThe zzzz\n```", md)
+            self.assertNotIn(f"Greedy sample of {twin}", md)
+
+
 class FreshCheckout(unittest.TestCase):
     """A clone holds the committed records of complete runs but no checkpoints:
     probe and gqa keep what is there and say what they cannot make."""
@@ -254,6 +290,8 @@ class FreshCheckout(unittest.TestCase):
         for r in rest:
             hp.probe_path(self.out, r["id"]).write_text("{}")
             hp.heldout_path(self.out, r["id"]).write_text("{}")
+            if hp.wants_sample(self.grid, r):
+                hp.sample_path(self.out, r["id"]).write_text("The end")
         said = io.StringIO()
         with contextlib.redirect_stdout(said):
             hp.cmd_probe(self.args, self.grid)   # would fail starting /nonexistent programs
