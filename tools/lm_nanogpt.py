@@ -8,6 +8,7 @@ text three ways.
     /usr/bin/python3 tools/lm_nanogpt.py --make-text FILE   # the prose-and-code text of the comparison
     /usr/bin/python3 tools/lm_nanogpt.py --text FILE [--seed 1] [--steps 600] [--eval-at 200,400,600]
                                          [--bias on|off] [--decay all|2d] [--threads 1]
+                                         [--precision f32|products|softmax|loss|autocast|bf16]
 
 The recipe (lm train's defaults, as the issue states them for its twin):
 context 128, width 128, 4 heads, 4 blocks, MLP 512, batch 32, dropout 0,
@@ -26,6 +27,22 @@ r = (it - warmup) / (steps - warmup); --bias (default on) puts biases on every
 Linear and LayerNorm; --decay all decays every parameter (the issue's
 twin), 2d only the matrices (nanoGPT's configure_optimizers).
 
+--precision (issue 32's "where bfloat16 would break training", measured one
+op at a time; the held-out scoring always runs in float32 on the float32
+weights, or on the bf16 weights widened):
+  f32       everything float32 (the default);
+  products  attograd's autocast policy: every matrix product (the Linears,
+            the tied head, Q·Kᵀ and P·V) rounds its inputs to bf16 and returns
+            float32; softmax, the loss, layer norm, GELU, the residual
+            stream, the optimizer and the master weights stay float32;
+  softmax   products, and the attention softmax in bf16 (scores rounded to
+            bf16, probabilities stored in bf16, its backward in bf16);
+  loss      products, and the loss in bf16 (logits rounded to bf16, the
+            log-softmax and its backward in bf16);
+  autocast  torch.autocast("cpu", bfloat16) as it is in torch 1.13: products
+            return bf16, so GELU, the softmax and the log-softmax run in bf16;
+  bf16      the whole model in bf16, master weights and AdamW state included.
+
 The held-out loss after each step in --eval-at, three ways, one JSON line each:
   random  nanoGPT's estimate_loss: the mean over 200 batches of 32 windows
           starting anywhere in the held-out part (a new draw each time, from
@@ -36,12 +53,15 @@ The held-out loss after each step in --eval-at, three ways, one JSON line each:
           with at least as many windows as the part holds).
 """
 import argparse
+import contextlib
+import copy
 import json
 import math
 import os
 import sys
 import time
 
+PRECISIONS = ("f32", "products", "softmax", "loss", "autocast", "bf16")
 PROSE = ["Apache-2.0", "Artistic", "BSD", "CC0-1.0", "GFDL-1.3", "GPL-2", "GPL-3", "LGPL-2.1", "LGPL-3",
          "MPL-1.1", "MPL-2.0"]  # /usr/share/common-licenses (the files, not their symlinks)
 CODE = ["argparse", "statistics", "fractions", "heapq", "shlex", "glob", "fnmatch", "colorsys", "bisect", "calendar",
@@ -60,19 +80,36 @@ def make_text(path):
 
 
 def build(torch, nn, F, vocab, a):
+    def low(*which):
+        """Whether this forward runs one of `which` precisions (never while scoring: a.scoring)."""
+        return a.precision in which and not a.scoring
+
+    def mm(x, y):
+        """x @ y; under the products policy, of bf16-rounded inputs into a float32 result."""
+        return (x.bfloat16() @ y.bfloat16()).float() if low("products", "softmax", "loss") else x @ y
+
+    class Linear(nn.Linear):
+        def forward(self, x):
+            if not low("products", "softmax", "loss"):
+                return super().forward(x)
+            y = F.linear(x.bfloat16(), self.weight.bfloat16()).float()
+            return y if self.bias is None else y + self.bias
+
     class SelfAttention(nn.Module):
         def __init__(self):
             super().__init__()
-            self.c_attn = nn.Linear(a.width, 3 * a.width, bias=a.bias)
-            self.c_proj = nn.Linear(a.width, a.width, bias=a.bias)
+            self.c_attn = Linear(a.width, 3 * a.width, bias=a.bias)
+            self.c_proj = Linear(a.width, a.width, bias=a.bias)
 
         def forward(self, x):
             B, T, C = x.shape
             q, k, v = self.c_attn(x).split(C, dim=2)
             q, k, v = (z.view(B, T, a.heads, C // a.heads).transpose(1, 2) for z in (q, k, v))
-            att = (q @ k.transpose(-2, -1)) / math.sqrt(C // a.heads)
+            att = mm(q, k.transpose(-2, -1)) / math.sqrt(C // a.heads)
+            if low("softmax"):
+                att = att.bfloat16()
             att = att.masked_fill(self.mask[:T, :T], float("-inf")).softmax(-1)
-            return self.c_proj((att @ v).transpose(1, 2).reshape(B, T, C))
+            return self.c_proj(mm(att, v).transpose(1, 2).reshape(B, T, C))
 
     class Block(nn.Module):
         def __init__(self):
@@ -80,8 +117,8 @@ def build(torch, nn, F, vocab, a):
             self.ln_1 = nn.LayerNorm(a.width)
             self.attn = SelfAttention()
             self.ln_2 = nn.LayerNorm(a.width)
-            self.c_fc = nn.Linear(a.width, a.mlp, bias=a.bias)
-            self.c_proj = nn.Linear(a.mlp, a.width, bias=a.bias)
+            self.c_fc = Linear(a.width, a.mlp, bias=a.bias)
+            self.c_proj = Linear(a.mlp, a.width, bias=a.bias)
 
         def forward(self, x):
             x = x + self.attn(self.ln_1(x))
@@ -94,7 +131,7 @@ def build(torch, nn, F, vocab, a):
             self.wpe = nn.Embedding(a.context, a.width)
             self.h = nn.ModuleList(Block() for _ in range(a.layers))
             self.ln_f = nn.LayerNorm(a.width)
-            self.lm_head = nn.Linear(a.width, vocab, bias=False)
+            self.lm_head = Linear(a.width, vocab, bias=False)
             self.lm_head.weight = self.wte.weight
             mask = torch.ones(a.context, a.context, dtype=torch.bool).triu(1)
             for blk in self.h:
@@ -118,7 +155,9 @@ def build(torch, nn, F, vocab, a):
             for blk in self.h:
                 x = blk(x)
             logits = self.lm_head(self.ln_f(x))
-            return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+            if low("loss"):
+                logits = logits.bfloat16()
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1)).float()
 
     return GPT()
 
@@ -140,6 +179,7 @@ def main():
     ap.add_argument("--bias", choices=["on", "off"], default="on")
     ap.add_argument("--decay", choices=["all", "2d"], default="all")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--precision", choices=PRECISIONS, default="f32")
     a = ap.parse_args()
     if a.make_text:
         make_text(a.make_text)
@@ -171,7 +211,10 @@ def main():
     if len(val) <= a.context or len(train) <= a.context:
         sys.exit(f"lm_nanogpt: the text is too short: {len(train)} training and {len(val)} held-out characters, "
                  f"each must exceed the context ({a.context})")
+    a.scoring = False   # set while the held-out loss is scored: float32 throughout
     model = build(torch, nn, F, len(chars), a)
+    if a.precision == "bf16":
+        model = model.bfloat16()   # the tied head stays tied: .bfloat16() converts each parameter in place
     params = [p for p in model.parameters() if p.requires_grad]
     if a.decay == "all":
         groups = [{"params": params, "weight_decay": a.wd}]
@@ -182,7 +225,7 @@ def main():
     n_params = sum(p.numel() for p in params)
     print(json.dumps(dict(kind="setup", chars=len(text), vocab=len(chars), train_tokens=len(train),
                           heldout_tokens=len(val), params=n_params, bias=a.bias, decay=a.decay, seed=a.seed,
-                          torch=torch.__version__)), flush=True)
+                          precision=a.precision, torch=torch.__version__)), flush=True)
 
     def windows(part, starts):
         x = torch.stack([part[s:s + a.context] for s in starts])
@@ -193,22 +236,25 @@ def main():
 
     @torch.no_grad()
     def heldout():
-        model.eval()
+        a.scoring = True
+        scorer = copy.deepcopy(model).float() if a.precision == "bf16" else model
+        scorer.eval()
         out = {}
         losses = []
         for _ in range(200):
             starts = torch.randint(len(val) - a.context, (a.batch,), generator=eval_gen).tolist()
-            losses.append(model(*windows(val, starts)).item())
+            losses.append(scorer(*windows(val, starts)).item())
         out["random"] = sum(losses) / len(losses)
         aligned = list(range(0, len(val) - a.context, a.context))
         for name, starts in (("first", aligned[:200]), ("all", aligned)):
             total = 0.0
             for i in range(0, len(starts), a.batch):
                 chunk = starts[i:i + a.batch]
-                total += model(*windows(val, chunk)).item() * len(chunk)
+                total += scorer(*windows(val, chunk)).item() * len(chunk)
             out[name] = total / len(starts)
             out[name + "_windows"] = len(starts)
         model.train()
+        a.scoring = False
         return out
 
     t0 = time.perf_counter()
@@ -216,7 +262,8 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr_at(it, a)
         starts = torch.randint(len(train) - a.context, (a.batch,)).tolist()
-        loss = model(*windows(train, starts))
+        with torch.autocast("cpu", dtype=torch.bfloat16) if a.precision == "autocast" else contextlib.nullcontext():
+            loss = model(*windows(train, starts))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, a.clip)
