@@ -33,7 +33,6 @@ import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIG = 2**62
-ELEMENT_BYTES = {"F32": 4, "F64": 8, "I64": 8, "BF16": 2, "BOOL": 1}
 
 
 def read(path):
