@@ -401,7 +401,8 @@ def _roles(runs, kind, H):
     groups = next(iter(mats.values()))[1]
     rec = hs.recurrence_baseline({s: m[:, held] for s, (m, _) in mats.items()}, groups=groups, permutations=2000)
     return {role: _interval(c, 1) for role, c in counts.items()}, dict(
-        observed=rec.observed, roles=rec.roles, held=[roles[j] for j in held], random_mean=rec.random_mean,
+        observed=rec.observed, roles=rec.roles, held=[roles[j] for j in held],
+        recurred=[roles[j] for j, r in zip(held, rec.recurred) if r], random_mean=rec.random_mean,
         random_p=rec.random_p, seeds=len(mats),
         # One role has no other to shuffle with: that null is void.
         shuffle_mean=rec.shuffle_mean if len(held) > 1 else None,
@@ -535,8 +536,10 @@ def _recurrence_text(rec):
     if rec["shuffle_p"] is None:
         return (f"{rec['observed']} of 1 ({LABELS[rec['held'][0]]}) over {rec['seeds']} seeds (random matching "
                 f"{rec['random_mean']:.2f}; one role: nothing to shuffle)")
-    return (f"{rec['observed']} of {rec['roles']} ({', '.join(LABELS[r] for r in rec['held'])}) over {rec['seeds']} "
-            f"seeds ({rec['random_mean']:.2f} / {rec['shuffle_mean']:.2f}, p {rec['shuffle_p']:.3g})")
+    recurred = ", ".join(LABELS[r] for r in rec["recurred"]) or "none"
+    return (f"{rec['observed']} of {rec['roles']} ({', '.join(LABELS[r] for r in rec['held'])}; recurring: {recurred}) "
+            f"over {rec['seeds']} seeds ({rec['random_mean']:.2f} / {rec['shuffle_mean']:.2f}, "
+            f"p {rec['shuffle_p']:.3g})")
 
 
 def _p(p):

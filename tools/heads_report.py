@@ -55,6 +55,17 @@ def _per_config(groups, value, digits):
     return rows
 
 
+def _pair(a, b, value, digits, base, k):
+    """b - a paired by the seeds both hold (a, b: seed -> run), or None under 2 seeds."""
+    seeds = sorted(set(a) & set(b))
+    if len(seeds) < 2:
+        return None
+    d = hs.paired({s: value(a[s]) for s in seeds}, {s: value(b[s]) for s in seeds})
+    return dict(a=_config(base), b=_config(k), diff=d.diff.mean, lo=d.diff.lo, hi=d.diff.hi, n=d.n,
+                seeds=list(seeds), p_t=d.p_t, p_wilcoxon=d.p_wilcoxon, wilcoxon_min_p=d.wilcoxon_min_p,
+                text=hs.fmt_ci(d, digits=digits, signed=True))
+
+
 def _paired(groups, ref, value, digits):
     """b - a paired by seed for every configuration b against its a (ref for the
     H grid and the control, multi-head attention at the same H for G < H), with
@@ -66,13 +77,19 @@ def _paired(groups, ref, value, digits):
         base = ref if k[0] == k[1] else (k[0], k[0], True)   # GQA against MHA at its own H
         if base not in groups:
             continue
-        seeds = sorted(set(groups[k]) & set(groups[base]))
-        if len(seeds) < 2:
-            continue
-        d = hs.paired({s: value(groups[base][s]) for s in seeds}, {s: value(groups[k][s]) for s in seeds})
-        comps.append(dict(a=_config(base), b=_config(k), diff=d.diff.mean, lo=d.diff.lo, hi=d.diff.hi, n=d.n,
-                          seeds=list(seeds), p_t=d.p_t, p_wilcoxon=d.p_wilcoxon, wilcoxon_min_p=d.wilcoxon_min_p,
-                          text=hs.fmt_ci(d, digits=digits, signed=True)))
+        c = _pair(groups[base], groups[k], value, digits, base, k)
+        if c:
+            comps.append(c)
+    return _holm(comps)
+
+
+def _paired_to(groups, base, keys, value, digits):
+    """b - base paired by seed for each configuration b of keys (not base), Holm over them."""
+    comps = [_pair(groups[base], groups[k], value, digits, base, k) for k in sorted(keys) if k != base]
+    return _holm([c for c in comps if c])
+
+
+def _holm(comps):
     for name in ("p_t", "p_wilcoxon"):
         idx = [i for i, c in enumerate(comps) if c[name] is not None]
         adj = hs.holm([comps[i][name] for i in idx]) if idx else []
@@ -88,12 +105,14 @@ def _trend(trend_runs, value):
     return dict(rho=t.rho, p=t.p, n=t.n, exact=t.exact, strata=t.strata)
 
 
-def _time_to(trend_runs, grid, metric, higher_is_better, what, pilot=None):
+def _time_to(trend_runs, grid, metric, higher_is_better, what, pilot=None, ref=None):
     """Steps and train seconds to the level every H-grid run reaches: the worst
     final value of `metric` (an eval record's key) made `margin` worse. With a
     pilot, also the steps at the pilot's seconds per step of the run's (H, G):
     train_s is what the run measured on a machine other work may have shared,
-    the pilot times every configuration under the same conditions."""
+    the pilot times every configuration under the same conditions. With ref
+    (a configuration), each H's steps and pilot seconds minus ref's, paired by
+    seed over the runs that reached the level."""
     finals = [r["evals"][-1][metric] for r in trend_runs]
     if higher_is_better:
         target = min(finals) * (1 - grid.margin)
@@ -109,7 +128,7 @@ def _time_to(trend_runs, grid, metric, higher_is_better, what, pilot=None):
         t = hs.time_to_target([e["step"] for e in ev], [e["train_s"] for e in ev], [e[metric] for e in ev],
                               target, higher_is_better=higher_is_better)
         row = (pilot or {}).get("configs", {}).get(f"H{r['H']}-G{r['G']}")
-        per_h[r["H"]].append(dict(id=r["id"], reached=t.reached, step=t.step, seconds=t.seconds,
+        per_h[r["H"]].append(dict(id=r["id"], seed=r["seed"], reached=t.reached, step=t.step, seconds=t.seconds,
                                   pilot_seconds=t.step * row["s_per_step"] if t.reached and row else None))
     rows = []
     for H in sorted(per_h):
@@ -124,9 +143,32 @@ def _time_to(trend_runs, grid, metric, higher_is_better, what, pilot=None):
             row[key] = hs.fmt_ci(ci, digits=digits)
             row[f"{key}_ci"] = dict(mean=ci.mean, lo=ci.lo, hi=ci.hi, n=ci.n)
         rows.append(row)
+    paired = {}
+    if ref is not None and ref[0] in per_h:
+        reached = {H: {x["seed"]: x for x in xs if x["reached"]} for H, xs in per_h.items()}
+        keys = {H: (H, H, True) for H in reached}
+        for field in ("step", "pilot_seconds"):
+            if all(x[field] is not None for xs in reached.values() for x in xs.values()):
+                paired[field] = _paired_to({keys[H]: xs for H, xs in reached.items()}, keys[ref[0]], keys.values(),
+                                           lambda x, f=field: x[f], 0 if field == "step" else 1)
     return dict(metric=metric, what=what, level=target, margin=grid.margin, threads=grid.threads,
-                per_run=dict(per_h), per_H=rows, how=how,
+                per_run=dict(per_h), per_H=rows, how=how, paired=paired,
                 pilot=None if not pilot else f"{pilot['cpu']}, {pilot['date']}, {pilot['jobs']} runs at once")
+
+
+def _plan(out):
+    """The frozen plan (plan.json) in brief: each part's runs, core-minutes and
+    wall minutes as `plan` estimated them from the pilot, and the totals."""
+    path = Path(out) / "plan.json"
+    if not path.exists():
+        return None
+    plan = json.loads(path.read_text())
+    parts = [dict(runs=len(p["runs"]), core_minutes=p.get("core_minutes"), wall_minutes=p.get("wall_minutes"))
+             for p in plan["parts"]]
+    known = all(p["core_minutes"] is not None for p in parts)
+    return dict(jobs=plan["jobs"], parts=parts, runs=sum(p["runs"] for p in parts),
+                core_minutes=sum(p["core_minutes"] for p in parts) if known else None,
+                wall_minutes=sum(p["wall_minutes"] for p in parts) if known else None)
 
 
 def _data_check(done, out):
@@ -189,6 +231,10 @@ def analyse(grid: Grid, out):
         res["final_heldout"] = dict(tokens=sorted({r["heldout"]["tokens"] for r in done}),
                                     per_config=_per_config(groups, value, 4),
                                     paired=_paired(groups, ref, value, 4), trend=_trend(trend_runs, value))
+        if len(hgrid) > 1:   # every H against the best one (lowest mean), as H = 4 above
+            best = min(hgrid, key=lambda k: sum(map(value, groups[k].values())) / len(groups[k]))
+            res["final_heldout"]["best"] = _config(best)
+            res["final_heldout"]["paired_best"] = _paired_to(groups, best, hgrid, value, 4)
 
     conv = []
     for r in done:
@@ -203,9 +249,16 @@ def analyse(grid: Grid, out):
     res["convergence"] = conv
     res["rule"] = conv[0]["rule"] if conv else None
     missed = [c["id"] for c in conv if not c["converged"]]
-    res["converged_count"] = dict(runs=len(conv), held=len(conv) - len(missed), missed=", ".join(missed) or "none")
+    # Holding the rule bounds how fast a curve still falls; its slope may still differ from 0 by 2 standard
+    # errors either way (still falling slowly, or rising: overfitting).
+    falling = [c["id"] for c in conv if c["slope_se_per_1k"] and c["slope_per_1k"] <= -2 * c["slope_se_per_1k"]]
+    rising = [c["id"] for c in conv if c["slope_se_per_1k"] and c["slope_per_1k"] >= 2 * c["slope_se_per_1k"]]
+    res["converged_count"] = dict(runs=len(conv), held=len(conv) - len(missed), missed=", ".join(missed) or "none",
+                                  falling=len(falling), falling_ids=", ".join(falling) or "none",
+                                  rising=len(rising), rising_ids=", ".join(rising) or "none")
     pilot = json.loads((Path(out) / "pilot.json").read_text()) if (Path(out) / "pilot.json").exists() else None
-    res["target"] = _time_to(trend_runs, grid, "loss", False, "held-out loss", pilot) if trend_runs else None
+    res["target"] = _time_to(trend_runs, grid, "loss", False, "held-out loss", pilot, ref) if trend_runs else None
+    res["plan"] = _plan(out)
 
     res["test"] = None
     if grid.program == "translate":
@@ -219,7 +272,7 @@ def analyse(grid: Grid, out):
         res["test"] = test
         # Valid BLEU is in every eval record (greedy, the first eval_size valid sentences), so
         # time to a BLEU target is measured as time to a loss target is.
-        res["target_bleu"] = (_time_to(trend_runs, grid, "bleu", True, "valid BLEU (greedy)", pilot)
+        res["target_bleu"] = (_time_to(trend_runs, grid, "bleu", True, "valid BLEU (greedy)", pilot, ref)
                               if trend_runs and all("bleu" in e for r in trend_runs for e in r["evals"]) else None)
         res["data"] = _data_check(done, out)
     return res
@@ -251,7 +304,7 @@ def _trend_md(t, what):
             f"n = {t['n']} runs (G = H, causal).")
 
 
-def _target_md(tg):
+def _target_md(tg, ref=None):
     if tg is None:
         return ["no H-grid runs"]
     L = [f"Target {tg['what']}: {tg['how']}. Steps and train seconds (training steps only, "
@@ -263,6 +316,9 @@ def _target_md(tg):
     for r in tg["per_H"]:
         L.append(f"| {r['H']} | {r['reached']} of {r['n']} | {r.get('steps', '-')} | {r.get('seconds', '-')} | "
                  f"{r.get('pilot_seconds', '-')} |")
+    for field, what in (("step", "steps to the target"), ("pilot_seconds", "seconds at the pilot's step time")):
+        if tg.get("paired", {}).get(field) and ref:
+            L += [""] + _paired_md(tg["paired"][field], ref, what, False)
     return L
 
 
@@ -280,7 +336,7 @@ def _test_md(res):
         L += _paired_md(test[m]["paired"], ref, what, False) if ref else ["no H-grid configuration is complete"]
         L += ["", _trend_md(test[m]["trend"], what)]
     L += ["", "## Time to target: valid BLEU", ""]
-    L += (_target_md(res["target_bleu"]) if res.get("target_bleu") else
+    L += (_target_md(res["target_bleu"], ref) if res.get("target_bleu") else
           ["the eval records carry no BLEU: time to target uses the held-out loss only"])
     L += ["", "## Identical data", ""]
     for key, what in (("corpus_hash", "corpus hash (the gettext manifest)"), ("spm_sha256", "SentencePiece model")):
@@ -322,6 +378,10 @@ def markdown(res):
               "| H | G | causal | held-out loss, mean [95% t-interval] (n seeds) |", "|---|---|---|---|"]
         L += [f"| {r['H']} | {r['G']} | {'yes' if r['causal'] else 'no'} | {r['text']} |" for r in fh["per_config"]]
         L += [""] + _paired_md(fh["paired"], ref, "held-out loss on every window", g["control_heads"])
+        if fh.get("paired_best"):
+            best = dict(fh["best"], why="the best H: lowest mean held-out loss on every window")
+            L += ["", "Every H against the best:", ""] + _paired_md(fh["paired_best"], best,
+                                                                       "held-out loss on every window", False)
         L += ["", _trend_md(fh["trend"], "held-out loss on every window")]
     L += ["", "## Convergence", "", f"Rule: {res['rule']}.", "",
           "Holds since: the first evaluation from which the rule, judged on the curve up to each evaluation, held "
@@ -337,10 +397,28 @@ def markdown(res):
         count[_name(c)][0] += c["converged"]
         count[_name(c)][1] += 1
     L += ["", "Converged per configuration: " + "; ".join(f"{k}: {a} of n = {b}" for k, (a, b) in count.items())]
-    L += ["", "## Time to target", ""] + _target_md(res["target"])
+    cc = res["converged_count"]
+    L += ["", f"The rule bounds how fast a curve may still fall, not that it is flat: {cc['falling']} of "
+          f"{cc['runs']} runs still fall by more than twice their slope's standard error ({cc['falling_ids']}), "
+          f"{cc['rising']} rise by more than that ({cc['rising_ids']})."]
+    L += ["", "## Time to target", ""] + _target_md(res["target"], ref)
     if res.get("test"):
         L += _test_md(res)
+    L += ["", "## Plan", ""] + _plan_md(res.get("plan"))
     return "\n".join(L) + "\n"
+
+
+def _plan_md(plan):
+    if not plan:
+        return ["no frozen plan (plan.json)"]
+    L = [f"The runs in {len(plan['parts'])} parts, {plan['jobs']} at once, one thread each; core-minutes and wall "
+         "minutes as `plan` estimated them from the pilot's step times.", "",
+         "| part | runs | core-minutes | wall minutes |", "|---|---|---|---|"]
+    fmt = lambda x: "-" if x is None else f"{x:.1f}"   # noqa: E731
+    L += [f"| {i} | {p['runs']} | {fmt(p['core_minutes'])} | {fmt(p['wall_minutes'])} |"
+          for i, p in enumerate(plan["parts"], 1)]
+    L.append(f"| all | {plan['runs']} | {fmt(plan['core_minutes'])} | {fmt(plan['wall_minutes'])} |")
+    return L
 
 
 # ---------------------------------------------------------------------------

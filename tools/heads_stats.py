@@ -382,7 +382,8 @@ class Recurrence:
     shuffle_mean / shuffle_p: the same under role labels shuffled per seed and
     re-matched optimally (the stricter null; see recurrence_baseline).
     matchings: per non-reference seed, match[i] = its head matched to the
-    reference's head i."""
+    reference's head i. recurred: per role (column), whether it is one of the
+    `observed`."""
     observed: int
     per_seed: dict
     roles: int
@@ -392,6 +393,7 @@ class Recurrence:
     shuffle_p: float
     permutations: int
     matchings: dict
+    recurred: tuple = ()
 
 
 def _match(ref, other, groups):
@@ -490,7 +492,7 @@ def recurrence_baseline(score_matrices, groups=None, permutations=10000, seed=0)
     return Recurrence(observed, per_seed, roles,
                       float(random_counts.mean()), float((1 + np.sum(random_counts >= observed)) / (1 + permutations)),
                       float(shuffle_counts.mean()), float((1 + np.sum(shuffle_counts >= observed)) / (1 + permutations)),
-                      permutations, matchings)
+                      permutations, matchings, tuple(bool(x) for x in together))
 
 
 # ---------------------------------------------------------------------------
