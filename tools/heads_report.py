@@ -259,6 +259,10 @@ def analyse(grid: Grid, out):
     pilot = json.loads((Path(out) / "pilot.json").read_text()) if (Path(out) / "pilot.json").exists() else None
     res["target"] = _time_to(trend_runs, grid, "loss", False, "held-out loss", pilot, ref) if trend_runs else None
     res["plan"] = _plan(out)
+    # Step time per configuration: the pilot's (one timing each, every configuration under the same conditions)
+    # and each run's own (its train seconds over its steps: n per configuration, under whatever shared the CPU).
+    res["step_ms"] = dict(runs=_per_config(groups, lambda r: 1000 * r["evals"][-1]["train_s"] / r["evals"][-1]["step"], 1),
+                          pilot={k: 1000 * v["s_per_step"] for k, v in (pilot or {}).get("configs", {}).items()})
 
     res["test"] = None
     if grid.program == "translate":
@@ -401,6 +405,13 @@ def markdown(res):
     L += ["", f"The rule bounds how fast a curve may still fall, not that it is flat: {cc['falling']} of "
           f"{cc['runs']} runs still fall by more than twice their slope's standard error ({cc['falling_ids']}), "
           f"{cc['rising']} rise by more than that ({cc['rising_ids']})."]
+    L += ["", "## Step time", "", "Milliseconds per training step: the pilot's (one timing of each configuration, "
+          "all under the same conditions) and the runs' own (train seconds over steps, mean [95% t] over seeds; "
+          "a run shares the CPU with whatever else ran).", "", "| H | G | causal | pilot | the runs |", "|---|---|---|---|---|"]
+    for r in res["step_ms"]["runs"]:
+        pilot = res["step_ms"]["pilot"].get(f"H{r['H']}-G{r['G']}") if r["causal"] else None
+        L.append(f"| {r['H']} | {r['G']} | {'yes' if r['causal'] else 'no'} | "
+                 f"{'-' if pilot is None else f'{pilot:.1f}'} | {r['text']} |")
     L += ["", "## Time to target", ""] + _target_md(res["target"], ref)
     if res.get("test"):
         L += _test_md(res)
