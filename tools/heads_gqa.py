@@ -209,6 +209,9 @@ def analyse_gqa(grid: Grid, out):
             row["vs_control"] = {s: _paired(loss.get((control, s), {}), loss.get((name, s), {})) for s in steps}
             row["vs_scratch"] = _paired(ref.get(G, {}), loss.get((name, last), {}))
             row["vs_mha"] = {s: _paired(ref.get(grid.gqa_heads, {}), loss.get((name, s), {})) for s in (0, *steps)}
+            if pool != "mean":   # Ainslie et al.'s pooling comparison: this pooling minus mean pooling
+                mean = next(v for v, g, pl, sc in variants(grid) if g == G and pl == "mean" and sc == scale)
+                row["vs_mean"] = {s: _paired(loss.get((mean, s), {}), loss.get((name, s), {})) for s in (0, *steps)}
         rows.append(row)
     return dict(budgets=list(BUDGETS), steps=steps, uptrain_steps=uptrain_steps(grid), warmup=grid.warmup,
                 heads=grid.gqa_heads, grid_steps=grid.steps, rows=rows,
@@ -257,6 +260,14 @@ def markdown(res):
         cells = [(r["vs_control"].get(s) or {}).get("text", "-") for s in st]
         cells.append((r["vs_scratch"] or {}).get("text", "-"))
         L.append(f"| {r['variant']} | {r['control']} | " + " | ".join(cells) + " |")
+    pooled = [r for r in res["rows"] if "vs_mean" in r]
+    if pooled:
+        L += ["", "Pooling compared (Ainslie et al.: mean pooling ahead of keeping the first head), paired by seed, "
+              "b - a where a is mean pooling at the same G and lr:", "",
+              "| variant | untrained | " + " | ".join(f"{s} steps" for s in st) + " |", "|---|---|" + "---|" * len(st)]
+        for r in pooled:
+            cells = [(r["vs_mean"].get(s) or {}).get("text", "-") for s in (0, *st)]
+            L.append(f"| {r['variant']} | " + " | ".join(cells) + " |")
     return "\n".join(L) + "\n"
 
 
