@@ -9,20 +9,25 @@ seeds, each final model scored in float32 on every held-out window.
 
 The settings (lm_nanogpt.py's docstring says exactly what each rounds):
 f32; products (attograd's autocast policy); softmax and loss (that policy plus
-the attention softmax, or the loss, in bf16); autocast (torch 1.13's CPU
-autocast, whose bf16 products make GELU, softmax and log-softmax bf16); bf16
-(master weights and optimizer state in bf16 too). The twin is used because
+the attention softmax, or the loss's log-softmax, in bf16); autocast (torch
+1.13's CPU autocast, whose bf16 products make GELU and the attention softmax
+bf16); bf16 (master weights and optimizer state in bf16 too). The twin is used because
 attograd's autocast has no switch that puts the softmax, the loss or the master
 weights in bf16, by design.
 
-run writes DIR/<precision>-s<seed>.jsonl (lm_nanogpt's JSON lines; a log
-with its last evaluation is not run again), one thread each, --jobs at once.
-report prints per setting the held-out loss at each evaluation and at the end,
-mean [95% t] over seeds, and minus f32 paired by seed, with the issue's rule
-(within 1% of float32's loss, or within the f32 seeds' standard deviation).
+run writes DIR/<precision>-s<seed>.jsonl (lm_nanogpt's JSON lines, renamed
+from .part when the run ends well; a log whose setup matches the request and
+whose last evaluation is at --steps is not run again), one thread each,
+--jobs at once. report prints, at the f32 runs' last evaluation, per setting
+the held-out loss, mean [95% t] over seeds, and minus f32 paired by seed,
+with the issue's rule (within 1% of float32's loss, or within the f32 seeds'
+standard deviation) judged on the mean and on the interval's far end; a run
+whose loss is not finite is counted as diverged; then the mean held-out loss
+of every setting at every evaluation.
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -40,10 +45,29 @@ def log_path(out, precision, seed):
     return Path(out) / f"{precision}-s{seed}.jsonl"
 
 
+def records(path):
+    """The log's JSON records; a line cut short (a killed run) is skipped."""
+    out = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
 def evals(path):
-    if not path.exists():
-        return []
-    return [r for r in map(json.loads, path.read_text().splitlines()) if r.get("kind") == "eval"]
+    return [r for r in records(path) if r.get("kind") == "eval"]
+
+
+def finished(path, a, precision, seed):
+    """The log is a whole run of this request: its setup's text, seed and precision match and it evaluated at
+    every step asked."""
+    recs = records(path)
+    setup = next((r for r in recs if r.get("kind") == "setup"), None)
+    return (setup is not None and setup.get("text") == os.path.abspath(a.text) and setup.get("seed") == seed
+            and setup.get("precision") == precision
+            and [r["step"] for r in recs if r.get("kind") == "eval"] == eval_steps(a.steps, a.eval_every))
 
 
 def eval_steps(steps, every):
@@ -54,16 +78,17 @@ def run(a):
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     steps = eval_steps(a.steps, a.eval_every)
-    jobs = [(p, s) for s in a.seeds for p in a.precisions
-            if [e["step"] for e in evals(log_path(out, p, s))][-1:] != [a.steps]]
+    jobs = [(p, s) for s in a.seeds for p in a.precisions if not finished(log_path(out, p, s), a, p, s)]
 
     def one(job):
         p, s = job
         log = log_path(out, p, s)
-        argv = ["/usr/bin/python3", str(TWIN), "--text", a.text, "--seed", str(s), "--steps", str(a.steps),
-                "--eval-at", ",".join(map(str, steps)), "--precision", p, "--threads", "1"]
-        with open(log, "w") as f:
+        part = log.with_suffix(".part")
+        argv = ["/usr/bin/python3", str(TWIN), "--text", os.path.abspath(a.text), "--seed", str(s),
+                "--steps", str(a.steps), "--eval-at", ",".join(map(str, steps)), "--precision", p, "--threads", "1"]
+        with open(part, "w") as f:
             subprocess.run(argv, check=True, stdout=f)
+        part.replace(log)
         print(f"done: {log.name}", flush=True)
 
     with ThreadPoolExecutor(a.jobs) as pool:
@@ -79,31 +104,51 @@ def report(a):
         if p in runs and ev:
             runs[p][int(seed)] = ev
     complete = {p: r for p, r in runs.items() if r}
-    if "f32" not in complete:
+    if not complete.get("f32"):
         raise SystemExit(f"bf16_breaks report: no f32 run in {out}; hint: bf16_breaks.py run first")
-    last = max(e["step"] for r in complete.values() for ev in r.values() for e in ev)
-    f32 = {s: ev for s, ev in complete["f32"].items() if ev[-1]["step"] == last}
-    sd = hs.t_interval([ev[-1]["all"] for ev in f32.values()]).sd
-    print(f"Held-out loss on every window (float32 scoring) after {last} steps; mean [95% t] over seeds; "
-          f"minus f32 paired by seed; the rule: within 1% of f32 or within the f32 seeds' sd ({sd:.4f}).\n")
-    print("| precision | n | held-out loss | minus f32, paired | relative | within the rule |")
-    print("|---|---|---|---|---|---|")
+    last = max(ev[-1]["step"] for ev in complete["f32"].values())
+    at = {p: {s: ev[-1]["all"] for s, ev in r.items() if ev[-1]["step"] == last} for p, r in complete.items()}
+    f32 = {s: v for s, v in at["f32"].items() if math.isfinite(v)}
+    sd = hs.t_interval(list(f32.values())).sd if len(f32) > 1 else None
+    print(f"Held-out loss on every window (float32 scoring) after {last} steps; mean [95% t] over seeds; minus f32 "
+          f"paired by seed; the rule: within 1% of f32 or within the f32 seeds' sd "
+          f"({'n/a' if sd is None else f'{sd:.4f}'}), on the mean and on the interval's far end.\n")
+    print("| precision | seeds | held-out loss | minus f32, paired (pairs) | relative | within the rule: mean | "
+          "far end |")
+    print("|---|---|---|---|---|---|---|")
+
+    def within(x, ref):
+        return abs(x) <= 0.01 * ref or (sd is not None and abs(x) <= sd)
+
+    for p, by_seed in at.items():
+        finite = {s: v for s, v in by_seed.items() if math.isfinite(v)}
+        diverged = len(by_seed) - len(finite)
+        note = f" ({diverged} diverged)" if diverged else ""
+        if len(finite) < 2:
+            print(f"| {p} | {len(by_seed)}{note} | {', '.join(f'{v:.4f}' for v in finite.values()) or '-'} | | | "
+                  f"{'NO' if diverged else ''} | |")
+            continue
+        ci = hs.t_interval(list(finite.values()))
+        pairs = {s: v - f32[s] for s, v in finite.items() if s in f32}
+        if p == "f32" or len(pairs) < 2:
+            print(f"| {p} | {len(by_seed)}{note} | {hs.fmt_ci(ci, digits=4)} | | | | |")
+            continue
+        d = hs.t_interval(list(pairs.values()))
+        ref = sum(f32[s] for s in pairs) / len(pairs)
+        far = d.hi if abs(d.hi) > abs(d.lo) else d.lo
+        print(f"| {p} | {len(by_seed)}{note} | {hs.fmt_ci(ci, digits=4)} | {hs.fmt_ci(d, digits=4, signed=True)} "
+              f"({len(pairs)}) | {d.mean / ref * 100:+.2f}% | {'yes' if within(d.mean, ref) and not diverged else 'NO'} "
+              f"| {'yes' if within(far, ref) and not diverged else 'NO'} |")
+    steps = sorted({e["step"] for r in complete.values() for ev in r.values() for e in ev})
+    print("\nMean held-out loss over seeds at each evaluation:\n")
+    print("| precision | " + " | ".join(f"step {s}" for s in steps) + " |")
+    print("|---|" + "---|" * len(steps))
     for p, r in complete.items():
-        done = {s: ev for s, ev in r.items() if ev[-1]["step"] == last}
-        if not done:
-            print(f"| {p} | 0 | (unfinished) | | | |")
-            continue
-        ci = hs.t_interval([ev[-1]["all"] for ev in done.values()])
-        pairs = [done[s][-1]["all"] - f32[s][-1]["all"] for s in done if s in f32]
-        if p == "f32" or not pairs:
-            print(f"| {p} | {len(done)} | {hs.fmt_ci(ci, digits=4)} | | | |")
-            continue
-        d = hs.t_interval(pairs)
-        f32_mean = sum(f32[s][-1]["all"] for s in done if s in f32) / len(pairs)
-        rel = d.mean / f32_mean
-        ok = abs(rel) <= 0.01 or (sd is not None and abs(d.mean) <= sd)
-        print(f"| {p} | {len(done)} | {hs.fmt_ci(ci, digits=4)} | {hs.fmt_ci(d, digits=4, signed=True)} | "
-              f"{rel * 100:+.2f}% | {'yes' if ok else 'NO'} |")
+        cells = []
+        for st in steps:
+            v = [e["all"] for ev in r.values() for e in ev if e["step"] == st]
+            cells.append(f"{sum(v) / len(v):.4f} ({len(v)})" if v else "-")
+        print(f"| {p} | " + " | ".join(cells) + " |")
     if a.plot:
         import matplotlib
         matplotlib.use("Agg")

@@ -32,16 +32,22 @@ op at a time; the held-out scoring always runs in float32 on the float32
 weights, or on the bf16 weights widened):
   f32       everything float32 (the default);
   products  attograd's autocast policy: every matrix product (the Linears,
-            the tied head, Q·Kᵀ and P·V) rounds its inputs to bf16 and returns
-            float32; softmax, the loss, layer norm, GELU, the residual
+            the tied head, Q·Kᵀ and P·V) rounds its inputs to bf16 and sums
+            in float32 into a float32 result; backward rounds the incoming
+            gradient to bf16 where it enters a product and returns float32
+            gradients; softmax, the loss, layer norm, GELU, the residual
             stream, the optimizer and the master weights stay float32;
-  softmax   products, and the attention softmax in bf16 (scores rounded to
-            bf16, probabilities stored in bf16, its backward in bf16);
-  loss      products, and the loss in bf16 (logits rounded to bf16, the
-            log-softmax and its backward in bf16);
+  softmax   products, and the attention softmax in bf16 (the scores rounded
+            to bf16, the probabilities stored in bf16, its backward in bf16);
+  loss      products, and the log-softmax of the loss in bf16 (the logits
+            rounded to bf16, the log-softmax and its backward in bf16);
   autocast  torch.autocast("cpu", bfloat16) as it is in torch 1.13: products
-            return bf16, so GELU, the softmax and the log-softmax run in bf16;
-  bf16      the whole model in bf16, master weights and AdamW state included.
+            return bf16, so GELU and the attention softmax run in bf16; the
+            loss runs in float32 on the bf16 logits (1.13 casts losses to
+            float32);
+  bf16      the whole model in bf16, master weights and AdamW state included
+            (its logged train_loss is a bf16 value, about 0.008 apart).
+A run that diverges logs NaN losses (not strict JSON; Python reads them).
 
 The held-out loss after each step in --eval-at, three ways, one JSON line each:
   random  nanoGPT's estimate_loss: the mean over 200 batches of 32 windows
@@ -84,15 +90,39 @@ def build(torch, nn, F, vocab, a):
         """Whether this forward runs one of `which` precisions (never while scoring: a.scoring)."""
         return a.precision in which and not a.scoring
 
+    def rounded(t):
+        return t.bfloat16().float()
+
+    class RoundedProduct(torch.autograd.Function):
+        """x @ y with both operands rounded to bf16 and float32 sums (a product
+        of two bf16 values is exact in float32); backward rounds grad to bf16
+        where it enters each product and returns float32 gradients."""
+
+        @staticmethod
+        def forward(ctx, x, y):
+            xr, yr = rounded(x), rounded(y)
+            ctx.save_for_backward(xr, yr)
+            return xr @ yr
+
+        @staticmethod
+        def backward(ctx, grad):
+            xr, yr = ctx.saved_tensors
+            g = rounded(grad)
+            dx = g @ yr.transpose(-2, -1) if ctx.needs_input_grad[0] else None
+            dy = xr.transpose(-2, -1) @ g if ctx.needs_input_grad[1] else None
+            if dy is not None and dy.dim() > yr.dim():   # y broadcast over x's batch dimensions
+                dy = dy.reshape(-1, *yr.shape).sum(0)
+            return dx, dy
+
     def mm(x, y):
-        """x @ y; under the products policy, of bf16-rounded inputs into a float32 result."""
-        return (x.bfloat16() @ y.bfloat16()).float() if low("products", "softmax", "loss") else x @ y
+        """x @ y; under the products policy, RoundedProduct."""
+        return RoundedProduct.apply(x, y) if low("products", "softmax", "loss") else x @ y
 
     class Linear(nn.Linear):
         def forward(self, x):
             if not low("products", "softmax", "loss"):
                 return super().forward(x)
-            y = F.linear(x.bfloat16(), self.weight.bfloat16()).float()
+            y = mm(x, self.weight.t())
             return y if self.bias is None else y + self.bias
 
     class SelfAttention(nn.Module):
@@ -223,7 +253,7 @@ def main():
                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
     n_params = sum(p.numel() for p in params)
-    print(json.dumps(dict(kind="setup", chars=len(text), vocab=len(chars), train_tokens=len(train),
+    print(json.dumps(dict(kind="setup", text=os.path.abspath(a.text), chars=len(text), vocab=len(chars), train_tokens=len(train),
                           heldout_tokens=len(val), params=n_params, bias=a.bias, decay=a.decay, seed=a.seed,
                           precision=a.precision, torch=torch.__version__)), flush=True)
 
