@@ -151,7 +151,10 @@ def check(template_path=TEMPLATE, doc_path=DOC, study=STUDY):
         if md_path.exists() and md_path.read_text() != md:
             problems.append(diff(md_path.read_text(), md, str(md_path)))
         reports[grid] = res
-    doc = render(template, reports.__getitem__)
+    try:
+        doc = render(template, reports.__getitem__)
+    except (KeyError, ValueError) as e:   # a placeholder the reports cannot fill
+        return problems + [str(e).strip("'\"")]
     committed = Path(doc_path).read_text(encoding="utf-8") if Path(doc_path).exists() else ""
     if committed != doc:
         problems.append(diff(committed, doc, str(doc_path)))

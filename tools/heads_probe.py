@@ -135,10 +135,11 @@ def cmd_probe(args, grid: Grid):
             argv = [args.lm, "eval", "--checkpoint", str(ckpt), "--threads", "1"]
             todo.append((f"held-out {r['id']}", argv, None, str(held.with_suffix(".txt"))))
         if sample is not None and not (sample.exists() and sample.stat().st_mtime >= newest):
-            sample.unlink(missing_ok=True)
+            part = sample.with_suffix(".part")
+            part.unlink(missing_ok=True)   # run_pool appends; a finished sample is renamed below
             argv = [args.lm, "sample", "--checkpoint", str(ckpt), "--threads", "1", "--temperature", "0",
                     "--prompt", SAMPLE_PROMPT, "--max-len", str(SAMPLE_TOKENS)]
-            todo.append((f"sample {r['id']}", argv, None, str(sample)))
+            todo.append((f"sample {r['id']}", argv, None, str(part)))
     for k, (name, wall, _) in enumerate(run_pool(todo, args.jobs), 1):
         if name.startswith("held-out "):
             held = heldout_path(args.out, name.split(" ", 1)[1])
@@ -146,6 +147,9 @@ def cmd_probe(args, grid: Grid):
             if result is None:
                 raise SystemExit(f"heads_study probe: no held-out line in {held.with_suffix('.txt')}")
             held.write_text(json.dumps(result) + "\n")
+        elif name.startswith("sample "):
+            part = sample_path(args.out, name.split(" ", 1)[1]).with_suffix(".part")
+            part.replace(part.with_suffix(".txt"))
         print(f"[{k}/{len(todo)}] {name}: {wall:.1f} s", flush=True)
     print(f"probe: {len(todo)} jobs")
 
@@ -298,8 +302,11 @@ def analyse_no_mask(grid: Grid, out):
         if probe is None:
             missing.append(r["id"])
             continue
-        twin = next(x["id"] for x in by_id.values() if x["causal"] and x["seed"] == r["seed"]
-                    and x["H"] == r["H"] and x["G"] == r["G"])
+        twin = next((x["id"] for x in by_id.values() if x["causal"] and x["seed"] == r["seed"]
+                     and x["H"] == r["H"] and x["G"] == r["G"]), None)
+        if twin is None or not probe.get("heads"):
+            missing.append(r["id"])
+            continue
         held, twin_held = read(r["id"], heldout_path), read(twin, heldout_path)
         heads = []
         for h in sorted(probe["heads"], key=lambda h: (h["layer"], h["head"])):

@@ -69,7 +69,8 @@ def _pair(a, b, value, digits, base, k):
 def _paired(groups, ref, value, digits):
     """b - a paired by seed for every configuration b against its a (ref for the
     H grid and the control, multi-head attention at the same H for G < H), with
-    Holm's adjustment over each family of p-values."""
+    Holm's adjustment within each family: the H grid, GQA, the control (the
+    `family` of each comparison)."""
     comps = []
     for k in sorted(groups):
         if ref is None or k == ref:
@@ -79,8 +80,11 @@ def _paired(groups, ref, value, digits):
             continue
         c = _pair(groups[base], groups[k], value, digits, base, k)
         if c:
+            c["family"] = "control" if not k[2] else "H" if k[0] == k[1] else "GQA"
             comps.append(c)
-    return _holm(comps)
+    for family in ("H", "GQA", "control"):
+        _holm([c for c in comps if c["family"] == family])
+    return comps
 
 
 def _paired_to(groups, base, keys, value, digits):
@@ -165,7 +169,7 @@ def _plan(out):
     plan = json.loads(path.read_text())
     parts = [dict(runs=len(p["runs"]), core_minutes=p.get("core_minutes"), wall_minutes=p.get("wall_minutes"))
              for p in plan["parts"]]
-    known = all(p["core_minutes"] is not None for p in parts)
+    known = all(p["core_minutes"] is not None and p["wall_minutes"] is not None for p in parts)
     return dict(jobs=plan["jobs"], parts=parts, runs=sum(p["runs"] for p in parts),
                 core_minutes=sum(p["core_minutes"] for p in parts) if known else None,
                 wall_minutes=sum(p["wall_minutes"] for p in parts) if known else None)
@@ -251,8 +255,9 @@ def analyse(grid: Grid, out):
     missed = [c["id"] for c in conv if not c["converged"]]
     # Holding the rule bounds how fast a curve still falls; its slope may still differ from 0 by 2 standard
     # errors either way (still falling slowly, or rising: overfitting).
-    falling = [c["id"] for c in conv if c["slope_se_per_1k"] and c["slope_per_1k"] <= -2 * c["slope_se_per_1k"]]
-    rising = [c["id"] for c in conv if c["slope_se_per_1k"] and c["slope_per_1k"] >= 2 * c["slope_se_per_1k"]]
+    held = [c for c in conv if c["converged"] and c["slope_se_per_1k"]]
+    falling = [c["id"] for c in held if c["slope_per_1k"] <= -2 * c["slope_se_per_1k"]]
+    rising = [c["id"] for c in held if c["slope_per_1k"] >= 2 * c["slope_se_per_1k"]]
     res["converged_count"] = dict(runs=len(conv), held=len(conv) - len(missed), missed=", ".join(missed) or "none",
                                   falling=len(falling), falling_ids=", ".join(falling) or "none",
                                   rising=len(rising), rising_ids=", ".join(rising) or "none")
@@ -314,7 +319,8 @@ def _target_md(tg, ref=None):
     L = [f"Target {tg['what']}: {tg['how']}. Steps and train seconds (training steps only, "
          f"{tg['threads']} thread, as each run measured them) at the first evaluation reaching it, interpolated "
          "between evaluations; and the steps at the pilot's seconds per step of the run's configuration "
-         f"({tg.get('pilot') or 'no pilot'}: every configuration timed under the same conditions).", "",
+         f"({tg.get('pilot') or 'no pilot'}: every configuration timed under the same conditions, once: the "
+         "intervals hold the seeds' spread in steps, not the timing's own error).", "",
          "| H | reached (of n) | steps, mean [95% t] (n) | train seconds, mean [95% t] (n) | "
          "seconds at the pilot's step time |", "|---|---|---|---|---|"]
     for r in tg["per_H"]:
@@ -383,7 +389,8 @@ def markdown(res):
         L += [f"| {r['H']} | {r['G']} | {'yes' if r['causal'] else 'no'} | {r['text']} |" for r in fh["per_config"]]
         L += [""] + _paired_md(fh["paired"], ref, "held-out loss on every window", g["control_heads"])
         if fh.get("paired_best"):
-            best = dict(fh["best"], why="the best H: lowest mean held-out loss on every window")
+            best = dict(fh["best"], why="the lowest mean held-out loss on every window, chosen on these same data, "
+                                        "so these p-values are not adjusted for that choice")
             L += ["", "Every H against the best:", ""] + _paired_md(fh["paired_best"], best,
                                                                        "held-out loss on every window", False)
         L += ["", _trend_md(fh["trend"], "held-out loss on every window")]
@@ -402,9 +409,10 @@ def markdown(res):
         count[_name(c)][1] += 1
     L += ["", "Converged per configuration: " + "; ".join(f"{k}: {a} of n = {b}" for k, (a, b) in count.items())]
     cc = res["converged_count"]
-    L += ["", f"The rule bounds how fast a curve may still fall, not that it is flat: {cc['falling']} of "
-          f"{cc['runs']} runs still fall by more than twice their slope's standard error ({cc['falling_ids']}), "
-          f"{cc['rising']} rise by more than that ({cc['rising_ids']})."]
+    L += ["", f"The rule bounds how fast a curve may still fall, not that it is flat: of the {cc['held']} runs "
+          f"that hold it, {cc['falling']} still fall by more than twice their slope's standard error "
+          f"({cc['falling_ids']}) and {cc['rising']} rise by more than that ({cc['rising_ids']}) (the slope is "
+          f"fitted to the last {g['window']} evaluations, {g['window'] - 2} degrees of freedom)."]
     L += ["", "## Step time", "", "Milliseconds per training step: the pilot's (one timing of each configuration, "
           "all under the same conditions) and the runs' own (train seconds over steps, mean [95% t] over seeds; "
           "a run shares the CPU with whatever else ran).", "", "| H | G | causal | pilot | the runs |", "|---|---|---|---|---|"]
