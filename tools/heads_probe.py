@@ -293,7 +293,7 @@ def analyse_no_mask(grid: Grid, out):
         path = path_of(out, run_id)
         if not path.exists():
             return None
-        return path.read_text() if path.suffix == ".txt" else json.loads(path.read_text())
+        return path.read_text().rstrip("\n") if path.suffix == ".txt" else json.loads(path.read_text())
 
     for r in by_id.values():
         if r["causal"]:

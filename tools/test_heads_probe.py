@@ -259,7 +259,7 @@ class NoMask(unittest.TestCase):
             self.assertEqual(r["next_token_heads"], 1)
             self.assertEqual((r["reader"]["layer"], r["reader"]["head"], r["reader"]["role"]), (0, 1, "next token"))
             self.assertEqual(r["reader"]["ablation_delta"], 1.5)
-            self.assertEqual((r["sample"], r["twin_sample"]), ("The zzzz\n", None))
+            self.assertEqual((r["sample"], r["twin_sample"]), ("The zzzz", None))
             md = hp.no_mask_markdown(res)
             self.assertIn("| H2-G2-nocausal-s1 | 0.2500 | 1.7500 | 1 of 2 | 0.800 (L0 H1) | +1.5000 |", md)
             self.assertIn("```text\nThe zzzz\n```", md)
