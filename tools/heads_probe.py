@@ -409,7 +409,11 @@ def _roles(runs, kind, H):
     rec = hs.recurrence_baseline({s: m[:, held] for s, (m, _) in mats.items()}, groups=groups, permutations=2000)
     return {role: _interval(c, 1) for role, c in counts.items()}, dict(
         observed=rec.observed, roles=rec.roles, held=[roles[j] for j in held],
-        recurred=[roles[j] for j, r in zip(held, rec.recurred) if r], random_mean=rec.random_mean,
+        recurred=[roles[j] for j, r in zip(held, rec.recurred) if r],
+        # the same as text, for the write-up
+        held_names=", ".join(LABELS[roles[j]] for j in held),
+        recurred_names=", ".join(LABELS[roles[j]] for j, r in zip(held, rec.recurred) if r) or "none",
+        random_mean=rec.random_mean,
         random_p=rec.random_p, seeds=len(mats),
         # One role has no other to shuffle with: that null is void.
         shuffle_mean=rec.shuffle_mean if len(held) > 1 else None,
