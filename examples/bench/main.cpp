@@ -387,8 +387,8 @@ int main(int argc, char** argv) {
                        "--decode takes no --precision");
     if (asked == Precision::bf16) {
       const PrecisionPlan plan = plan_precision(asked, bf16_gemm_kernel());
-      if (plan.precision != Precision::bf16) {
-        fmt::print("skip row=bf16 reason=\"{}\"\n", plan.note);
+      if (plan.precision != Precision::bf16) {  // every rank skips; one line says so
+        if (dist::world().rank() == 0) fmt::print("skip row=bf16 reason=\"{}\"\n", plan.note);
         return 0;
       }
     }
