@@ -12,6 +12,11 @@ tools/heads_doc.py render draws them with the doc. Needs Debian's python3-matplo
                          target against H, with 95% t-intervals
     curves.png           held-out loss against step per configuration, the mean
                          over seeds, with the last third of training enlarged
+    pruning.png          Michel et al.'s pruning curves: the held-out loss increase
+                         against the share of heads removed, in each order, mean
+                         over seeds with its 95% t-band; one panel per attention
+                         kind (translation: all heads, then each kind alone, the
+                         others kept) or per H (the language model)
 """
 from __future__ import annotations
 
@@ -123,10 +128,50 @@ def curves(out, path):
     plt.close(fig)
 
 
+ORDER_STYLE = {"importance": ("raw importance", "C0"), "importance_normalized": ("normalised importance", "C1"),
+               "ablation": ("single-head ablation", "C2"), "random": ("random", "C7")}
+
+
+def pruning(res, path):
+    """The pruning curves of the probes (res["heads"]); False when there are none."""
+    heads = res.get("heads")
+    if not heads or not heads["per_H"]:
+        return False
+    fr = np.array(heads["fractions"])
+    if len(heads["scopes"]) > 1:   # translation: one H, a panel per scope
+        row = heads["per_H"][-1]
+        from heads_probe import KIND_NAMES
+        panels = [(f"H = {row['H']}, {KIND_NAMES.get(scope, 'all heads')} ({row['scopes'][scope]['heads']})",
+                   row["scopes"][scope]) for scope in heads["scopes"]]
+    else:
+        panels = [(f"H = {r['H']} ({r['scopes']['all']['heads']} heads)", r["scopes"]["all"])
+                  for r in heads["per_H"] if r["H"] > 1]
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.3), squeeze=False, sharey=True)
+    for ax, (title, sc) in zip(axes[0], panels):
+        for order, (name, color) in ORDER_STYLE.items():
+            cells = sc["curves"][order]
+            mean = np.array([c["mean"] for c in cells])
+            lo = np.array([c["lo"] if c["lo"] is not None else c["mean"] for c in cells])
+            hi = np.array([c["hi"] if c["hi"] is not None else c["mean"] for c in cells])
+            ax.plot(fr, mean, color=color, label=name, lw=1.5)
+            ax.fill_between(fr, lo, hi, color=color, alpha=0.15, lw=0)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("share of heads removed")
+    axes[0][0].set_ylabel("held-out loss increase (nats)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def draw(res, out):
     """Every figure of the grid in `out` (res: its report) into `out`; the paths written."""
     paths = [Path(out) / name for name in ("quality.png", "time-to-target.png", "curves.png")]
     quality(res, paths[0])
     time_to_target(res, paths[1])
     curves(out, paths[2])
+    if pruning(res, Path(out) / "pruning.png"):
+        paths.append(Path(out) / "pruning.png")
     return paths
