@@ -209,8 +209,14 @@ def data_identity(run_dir):
             corpus = m[1] if m else corpus
     except FileNotFoundError:
         pass
-    spm = d / "ckpt" / "sentencepiece.model"
-    return dict(corpus_hash=corpus, spm_sha256=hashlib.sha256(spm.read_bytes()).hexdigest() if spm.exists() else None)
+    # The checkpoint is not committed: its model's hash is kept beside the records (spm.sha256), so a clone
+    # reports what the run trained on.
+    spm, kept = d / "ckpt" / "sentencepiece.model", d / "spm.sha256"
+    if spm.exists():
+        digest = hashlib.sha256(spm.read_bytes()).hexdigest()
+        if not kept.exists() or kept.read_text().strip() != digest:
+            kept.write_text(digest + "\n")
+    return dict(corpus_hash=corpus, spm_sha256=kept.read_text().strip() if kept.exists() else None)
 
 
 def run_status(grid: Grid, run, out):
