@@ -68,15 +68,14 @@ def run(a):
             for p in PRECISIONS:
                 log = log_path(out, task, p, seed)
                 if not finished(log):
-                    jobs.append((argv + ["--seed", str(seed), "--precision", p, "--threads", "1", "--log", str(log),
-                                         "--quiet"], log))
+                    jobs.append((argv + ["--seed", str(seed), "--precision", p, "--threads", "1", "--log", str(log)], log))
 
     def one(job):
         argv, log = job
         with open(log.with_suffix(".txt"), "w") as f:
             subprocess.run(argv, check=True, stdout=f, stderr=subprocess.STDOUT)
         # A bf16 run trains in bf16 only where the products run native; elsewhere the program says so and
-        # trains in f32, which would compare f32 with f32: refuse that run.
+        # trains in f32, which would compare f32 with f32: refuse that run. (Not --quiet: it hides that line.)
         if "--precision" in argv and argv[argv.index("--precision") + 1] == "bf16":
             out = log.with_suffix(".txt").read_text()
             if "precision bf16: matrix products in bfloat16" not in out:
