@@ -21,9 +21,9 @@ whose last evaluation is at --steps is not run again), one thread each,
 --jobs at once. report prints, at the f32 runs' last evaluation, per setting
 the held-out loss, mean [95% t] over seeds, and minus f32 paired by seed,
 with the issue's rule (within 1% of float32's loss, or within the f32 seeds'
-standard deviation) judged on the mean and on the interval's far end; a run
-whose loss is not finite is counted as diverged; then the mean held-out loss
-of every setting at every evaluation.
+standard deviation; tools/precision_rule.py) judged on the mean and on the
+interval's worse end; a run whose loss is not finite is counted as diverged;
+then the mean held-out loss of every setting at every evaluation.
 """
 import argparse
 import json
@@ -36,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import heads_stats as hs  # noqa: E402  (t_interval)
+import precision_rule as rule  # noqa: E402  (the issue's rule, the curves)
 from lm_nanogpt import PRECISIONS  # noqa: E402
 
 TWIN = Path(__file__).resolve().parent / "lm_nanogpt.py"
@@ -112,14 +113,10 @@ def report(a):
     sd = hs.t_interval(list(f32.values())).sd if len(f32) > 1 else None
     print(f"Held-out loss on every window (float32 scoring) after {last} steps; mean [95% t] over seeds; minus f32 "
           f"paired by seed; the rule: within 1% of f32 or within the f32 seeds' sd "
-          f"({'n/a' if sd is None else f'{sd:.4f}'}), on the mean and on the interval's far end.\n")
+          f"({'n/a' if sd is None else f'{sd:.4f}'}), on the mean and on the interval's worse end.\n")
     print("| precision | seeds | held-out loss | minus f32, paired (pairs) | relative | within the rule: mean | "
-          "far end |")
+          "worse end |")
     print("|---|---|---|---|---|---|---|")
-
-    def within(x, ref):
-        return abs(x) <= 0.01 * ref or (sd is not None and abs(x) <= sd)
-
     for p, by_seed in at.items():
         finite = {s: v for s, v in by_seed.items() if math.isfinite(v)}
         diverged = len(by_seed) - len(finite)
@@ -133,12 +130,11 @@ def report(a):
         if p == "f32" or len(pairs) < 2:
             print(f"| {p} | {len(by_seed)}{note} | {hs.fmt_ci(ci, digits=4)} | | | | |")
             continue
-        d = hs.t_interval(list(pairs.values()))
         ref = sum(f32[s] for s in pairs) / len(pairs)
-        far = d.hi if abs(d.hi) > abs(d.lo) else d.lo
+        d, on_mean, at_worse_end = rule.judge(list(pairs.values()), ref, sd)
         print(f"| {p} | {len(by_seed)}{note} | {hs.fmt_ci(ci, digits=4)} | {hs.fmt_ci(d, digits=4, signed=True)} "
-              f"({len(pairs)}) | {d.mean / ref * 100:+.2f}% | {'yes' if within(d.mean, ref) and not diverged else 'NO'} "
-              f"| {'yes' if within(far, ref) and not diverged else 'NO'} |")
+              f"({len(pairs)}) | {d.mean / ref * 100:+.2f}% | {'yes' if on_mean and not diverged else 'NO'} "
+              f"| {'yes' if at_worse_end and not diverged else 'NO'} |")
     steps = sorted({e["step"] for r in complete.values() for ev in r.values() for e in ev})
     print("\nMean held-out loss over seeds at each evaluation:\n")
     print("| precision | " + " | ".join(f"step {s}" for s in steps) + " |")
@@ -150,20 +146,9 @@ def report(a):
             cells.append(f"{sum(v) / len(v):.4f} ({len(v)})" if v else "-")
         print(f"| {p} | " + " | ".join(cells) + " |")
     if a.plot:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for i, (p, r) in enumerate(complete.items()):
-            for k, (s, ev) in enumerate(sorted(r.items())):
-                ax.plot([e["step"] for e in ev], [e["all"] for e in ev], color=f"C{i}", alpha=0.75, lw=1,
-                        label=p if k == 0 else None)
-        ax.set_xlabel("step")
-        ax.set_ylabel("held-out loss (every window, f32 scoring)")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(a.plot, dpi=110)
-        print(f"\ndrew {a.plot}")
+        rule.draw_curves(a.plot, [("", {p: {s: [(e["step"], e["all"]) for e in ev] for s, ev in r.items()}
+                                        for p, r in complete.items()})],
+                         "held-out loss (every window, f32 scoring)")
 
 
 def main():
