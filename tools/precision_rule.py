@@ -22,7 +22,7 @@ def judge(diffs, ref, sd, higher_is_better=False):
     BLEU). Returns (interval of the differences, the rule on the mean, the rule at the interval's worse end)."""
     ci = hs.t_interval(diffs)
     sign = -1.0 if higher_is_better else 1.0
-    worst = ci.mean if ci.lo is None else max(sign * ci.lo, sign * ci.hi)
+    worst = sign * ci.mean if ci.lo is None else max(sign * ci.lo, sign * ci.hi)
     return ci, within(sign * ci.mean, ref, sd), within(worst, ref, sd)
 
 

@@ -53,6 +53,9 @@ class Judge(unittest.TestCase):
         ci, on_mean, at_worse_end = rule.judge([0.03], ref=2.0, sd=None)
         self.assertIsNone(ci.lo)
         self.assertFalse(on_mean or at_worse_end)
+        # A score one seed found higher in bf16 reaches float32's score at both ends.
+        _, on_mean, at_worse_end = rule.judge([1.0], ref=0.0, sd=None, higher_is_better=True)
+        self.assertTrue(on_mean and at_worse_end)
 
 
 if __name__ == "__main__":
