@@ -19,30 +19,38 @@ def within(worse, ref, sd):
 
 def judge(diffs, ref, sd, higher_is_better=False):
     """diffs: setting minus float32, one per seed (a loss: lower is better; higher_is_better for exact match or
-    BLEU). Returns (interval of the differences, the rule on the mean, the rule at the interval's worse end)."""
+    BLEU). Returns (interval of the differences, the rule on the mean, the rule at the interval's worse end);
+    with one seed there is no interval and the last is None."""
     ci = hs.t_interval(diffs)
     sign = -1.0 if higher_is_better else 1.0
-    worst = sign * ci.mean if ci.lo is None else max(sign * ci.lo, sign * ci.hi)
-    return ci, within(sign * ci.mean, ref, sd), within(worst, ref, sd)
+    if ci.lo is None:
+        return ci, within(sign * ci.mean, ref, sd), None
+    return ci, within(sign * ci.mean, ref, sd), within(max(sign * ci.lo, sign * ci.hi), ref, sd)
 
 
-def draw_curves(path, panels, ylabel):
-    """panels: [(title, {label: {seed: [(step, value), ...]}})]; one panel each, one colour per label, one line
-    per seed."""
+def draw_curves(path, rows):
+    """rows: [(ylabel, [(title, {label: {seed: [(step, value), ...]}}, log_y), ...]), ...]: a grid of panels,
+    one colour per label and one line per seed."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.6), squeeze=False)
-    for ax, (title, series) in zip(axes[0], panels):
-        for i, (label, by_seed) in enumerate(series.items()):
-            for k, (_, points) in enumerate(sorted(by_seed.items())):
-                ax.plot([s for s, _ in points], [v for _, v in points], color=f"C{i}", alpha=0.75, lw=1,
-                        label=label if k == 0 else None)
-        if title:
-            ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.set_ylabel(ylabel)
-        ax.legend()
+    width = max(len(panels) for _, panels in rows)
+    fig, axes = plt.subplots(len(rows), width, figsize=(4.6 * width, 3.4 * len(rows)), squeeze=False)
+    for r, (ylabel, panels) in enumerate(rows):
+        for ax, (title, series, log_y) in zip(axes[r], panels):
+            for i, (label, by_seed) in enumerate(series.items()):
+                for k, (_, points) in enumerate(sorted(by_seed.items())):
+                    ax.plot([s for s, _ in points], [v for _, v in points], color=f"C{i}", alpha=0.75, lw=1,
+                            label=label if k == 0 else None)
+            if title:
+                ax.set_title(title)
+            if log_y:
+                ax.set_yscale("log")
+            ax.set_xlabel("step")
+            ax.set_ylabel(ylabel)
+            ax.legend()
+        for ax in axes[r][len(panels):]:
+            ax.set_visible(False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"\ndrew {path}")

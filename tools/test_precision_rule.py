@@ -52,10 +52,22 @@ class Judge(unittest.TestCase):
     def test_one_seed_is_judged_on_its_value(self):
         ci, on_mean, at_worse_end = rule.judge([0.03], ref=2.0, sd=None)
         self.assertIsNone(ci.lo)
-        self.assertFalse(on_mean or at_worse_end)
-        # A score one seed found higher in bf16 reaches float32's score at both ends.
-        _, on_mean, at_worse_end = rule.judge([1.0], ref=0.0, sd=None, higher_is_better=True)
-        self.assertTrue(on_mean and at_worse_end)
+        self.assertFalse(on_mean)
+        self.assertIsNone(at_worse_end)    # no interval, no verdict at its end
+        # A score one seed found higher in bf16 reaches float32's score.
+        _, on_mean, _ = rule.judge([1.0], ref=0.0, sd=None, higher_is_better=True)
+        self.assertTrue(on_mean)
+
+    def test_a_score_s_worse_end_is_its_lower_end(self):
+        # Differences -0.2, 0, +0.2: mean 0, sd 0.2, half-width 4.303 * 0.2 / sqrt(3) = 0.497, so the
+        # interval is [-0.497, +0.497] and a score's worse end is its lower end, a loss of 0.497 > 0.3.
+        _, on_mean, at_worse_end = rule.judge([-0.2, 0.0, 0.2], ref=0.0, sd=0.3, higher_is_better=True)
+        self.assertTrue(on_mean)
+        self.assertFalse(at_worse_end)
+        _, _, at_worse_end = rule.judge([0.3, 0.5, 0.7], ref=0.0, sd=0.3, higher_is_better=True)
+        self.assertTrue(at_worse_end)      # lower end 0.5 - 0.497 > 0: a gain at both ends
+        _, _, at_worse_end = rule.judge([0.3, 0.5, 0.7], ref=0.0, sd=0.3)
+        self.assertFalse(at_worse_end)     # as a loss, +0.997 at the upper end
 
 
 if __name__ == "__main__":
