@@ -27,6 +27,7 @@ held-out curves.
 import argparse
 import json
 import math
+import statistics
 import os
 import subprocess
 import sys
@@ -116,7 +117,9 @@ def report(a):
         for name, key in (("held-out loss", "eval_loss"),) + (((metric, metric),) if metric else ()):
             print(row(name, key, [runs["f32"][s][-1].get(key) for s in seeds],
                       [runs["bf16"][s][-1].get(key) for s in seeds]))
-        print()
+        secs = {p: statistics.median(r[s][-1]["train_s"] for s in seeds) for p, r in runs.items()}
+        print(f"\nTraining seconds, median over seeds (one thread, two runs at once): f32 {secs['f32']:.0f}, "
+              f"bf16 {secs['bf16']:.0f} ({secs['f32'] / secs['bf16']:.2f}x)\n")
     if a.plot and panels:
         # The copy task's losses fall over four decades: a log scale shows its ending.
         rule.draw_curves(a.plot, [("training loss", [(t, tr, t == "copy") for t, tr, _ in panels]),
