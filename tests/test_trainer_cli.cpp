@@ -113,23 +113,39 @@ TEST_F(TrainerFlags, SkipGivesUpByDefault) {
 }
 
 // --precision bf16 trains only where the bf16 products run native; the plan
-// is a pure function of the kernel, so every fallback is checked on every
-// machine, whatever its CPU has.
+// is a pure function of the kernel and the library's reason, so every
+// fallback is checked on every machine, whatever its CPU has.
 TEST(PrecisionPlan, Bf16TrainsOnlyWhereItsProductsRunNative) {
-  const PrecisionPlan f32 = plan_precision(Precision::f32, Bf16Gemm::native);
+  const PrecisionPlan f32 = plan_precision(Precision::f32, Bf16Gemm::native, "");
   EXPECT_EQ(f32.precision, Precision::f32);
   EXPECT_EQ(f32.note, "");
-  const PrecisionPlan native = plan_precision(Precision::bf16, Bf16Gemm::native);
+  const PrecisionPlan native = plan_precision(Precision::bf16, Bf16Gemm::native, "");
   EXPECT_EQ(native.precision, Precision::bf16);
   EXPECT_NE(native.note.find("AVX512-BF16"), std::string::npos) << native.note;
-  const PrecisionPlan widened = plan_precision(Precision::bf16, Bf16Gemm::widened);
-  EXPECT_EQ(widened.precision, Precision::f32);
-  EXPECT_NE(widened.note.find("this CPU has no AVX512-BF16"), std::string::npos) << widened.note;
-  EXPECT_NE(widened.note.find("training in float32"), std::string::npos) << widened.note;
-  EXPECT_EQ(widened.note.find('\n'), std::string::npos);  // one line
-  const PrecisionPlan naive = plan_precision(Precision::bf16, Bf16Gemm::naive);
+  for (const char* why : {"this CPU has no AVX512-BF16 instructions", "this build has no libxsmm"}) {
+    const PrecisionPlan widened = plan_precision(Precision::bf16, Bf16Gemm::widened, why);
+    EXPECT_EQ(widened.precision, Precision::f32);
+    EXPECT_NE(widened.note.find(why), std::string::npos) << widened.note;
+    EXPECT_NE(widened.note.find("training in float32"), std::string::npos) << widened.note;
+    EXPECT_EQ(widened.note.find('\n'), std::string::npos);  // one line
+  }
+  const PrecisionPlan naive = plan_precision(Precision::bf16, Bf16Gemm::naive, "the GEMM backend is naive");
   EXPECT_EQ(naive.precision, Precision::f32);
   EXPECT_NE(naive.note.find("naive"), std::string::npos) << naive.note;
+}
+
+// The library's reason names what is missing on this machine, and nothing where bf16 runs native.
+TEST(PrecisionPlan, TheFallbackReasonNamesWhatIsMissingHere) {
+  const std::string why = bf16_gemm_fallback_reason();
+  if (bf16_gemm_kernel() == Bf16Gemm::native) {
+    EXPECT_EQ(why, "");
+  } else {
+    EXPECT_TRUE(why.find("AVX512-BF16") != std::string::npos || why.find("libxsmm") != std::string::npos ||
+                why.find("naive") != std::string::npos)
+        << why;
+  }
+  const GemmBackendGuard naive(GemmBackend::naive);
+  EXPECT_EQ(bf16_gemm_fallback_reason(), "the GEMM backend is naive (ATTOGRAD_GEMM)");
 }
 
 // The program says, in the plan's one line, what --precision bf16 does on
@@ -141,7 +157,7 @@ TEST_F(TrainerFlags, PrecisionBf16SaysWhatItRunsAndRecordsIt) {
   const std::string ck = dir_ + "/ck-bf16";
   const auto r = run({"--precision", "bf16", "--steps", "3", "--warmup", "1", "--checkpoint-dir", ck}, loud);
   ASSERT_EQ(r.code, 0) << r.err;
-  const PrecisionPlan plan = plan_precision(Precision::bf16, bf16_gemm_kernel());
+  const PrecisionPlan plan = plan_precision(Precision::bf16, bf16_gemm_kernel(), bf16_gemm_fallback_reason());
   EXPECT_NE(r.out.find(plan.note + "\n"), std::string::npos) << r.out;
   const auto run_json = nlohmann::json::parse(testing::read_text(ck + "/run.json"));
   EXPECT_EQ(run_json.at("precision"), plan.precision == Precision::bf16 ? "bf16" : "f32");

@@ -386,7 +386,7 @@ int main(int argc, char** argv) {
       fail<ValueError>("flags", "--precision bf16 times training (and --sgemm-rate); decoding runs in float32, so "
                        "--decode takes no --precision");
     if (asked == Precision::bf16) {
-      const PrecisionPlan plan = plan_precision(asked, bf16_gemm_kernel());
+      const PrecisionPlan plan = plan_precision(asked, bf16_gemm_kernel(), bf16_gemm_fallback_reason());
       if (plan.precision != Precision::bf16) {  // every rank skips; one line says so
         if (dist::world().rank() == 0) fmt::print("skip row=bf16 reason=\"{}\"\n", plan.note);
         return 0;

@@ -172,14 +172,12 @@ TrainOptions train_options_from(const cxxopts::ParseResult& r, TrainOptions t) {
 
 // ---- training -----------------------------------------------------------------------------------
 
-PrecisionPlan plan_precision(Precision asked, Bf16Gemm kernel) {
+PrecisionPlan plan_precision(Precision asked, Bf16Gemm kernel, const std::string& fallback_reason) {
   if (asked == Precision::f32) return {Precision::f32, ""};
   if (kernel == Bf16Gemm::native)
     return {Precision::bf16, fmt::format("precision bf16: matrix products in bfloat16 on {}", bf16_gemm_name(kernel))};
-  const std::string why = kernel == Bf16Gemm::naive ? "the GEMM backend is naive (ATTOGRAD_GEMM)"
-                                                     : "this CPU has no AVX512-BF16 instructions";
-  return {Precision::f32, fmt::format("precision bf16: {}, so bf16 products would run widened to float32 (no "
-                                      "faster); training in float32", why)};
+  return {Precision::f32, fmt::format("precision bf16: {}, so bf16 products would run no faster than float32; "
+                                      "training in float32", fallback_reason)};
 }
 
 std::pair<int64_t, int64_t> share_of(int64_t n, int rank, int size) {
@@ -370,7 +368,7 @@ Trainer::Trainer(TrainTask& task, const TrainOptions& opt)
       optimizer_(find_choice(optimizer_choices(), opt.optimizer, "optimizer").make(params_, opt)),
       schedule_(find_choice(schedule_choices(), opt.schedule, "schedule").make(opt, task.model_width())),
       meta_(task.checkpoint_meta()),
-      precision_(plan_precision(opt.precision, bf16_gemm_kernel())) {
+      precision_(plan_precision(opt.precision, bf16_gemm_kernel(), bf16_gemm_fallback_reason())) {
   state_.optimizer = opt.optimizer;
   claim_checkpoint_dir(opt_);
   meta_.program = opt_.program;

@@ -95,15 +95,16 @@ struct TrainOptions {
 };
 
 // The precision a run trains in: the one asked for, except bf16 where this
-// machine's bf16 products would not run native (no AVX512-BF16, or the naive
-// GEMM backend): widened to f32 they give bf16's numbers at f32's speed, so
-// the run trains in f32 instead. `note` is the one line the run prints for a
-// bf16 request: the kernel it runs, or why it stays f32.
+// machine's bf16 products would not run native (`kernel`, and
+// `fallback_reason` saying why: no AVX512-BF16, no libxsmm in the build, or
+// the naive GEMM backend): they would give bf16's numbers at f32's speed or
+// worse, so the run trains in f32 instead. `note` is the one line the run
+// prints for a bf16 request: the kernel it runs, or why it stays f32.
 struct PrecisionPlan {
   Precision precision = Precision::f32;
   std::string note;
 };
-PrecisionPlan plan_precision(Precision asked, Bf16Gemm kernel);
+PrecisionPlan plan_precision(Precision asked, Bf16Gemm kernel, const std::string& fallback_reason);
 
 // Flags shared by every training program, each with a default and one line of help.
 void add_model_flags(cxxopts::Options& o, const TransformerConfig& defaults);

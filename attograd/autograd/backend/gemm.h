@@ -78,6 +78,10 @@ Bf16Gemm bf16_gemm_kernel();
 // "native", "widened" or "naive", and for native the instruction set and
 // library, for a program's summary line.
 std::string bf16_gemm_name(Bf16Gemm kernel);
+// Why bf16_gemm_kernel() is not native here, in words for a one-line message:
+// the naive backend, a CPU without AVX512-BF16, or a build without libxsmm
+// ("" where it is native).
+std::string bf16_gemm_fallback_reason();
 
 // out = alpha · op(a) @ op(b) + beta · out as gemm<float> above (same
 // arguments, checks and row-major contract), with a and b bfloat16 and out

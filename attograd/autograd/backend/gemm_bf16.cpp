@@ -161,6 +161,15 @@ Bf16Gemm bf16_gemm_kernel() {
   return xsmm_bf16_native() ? Bf16Gemm::native : Bf16Gemm::widened;
 }
 
+std::string bf16_gemm_fallback_reason() {
+  switch (bf16_gemm_kernel()) {
+    case Bf16Gemm::native: return "";
+    case Bf16Gemm::widened: return xsmm_bf16_missing();
+    case Bf16Gemm::naive: return "the GEMM backend is naive (ATTOGRAD_GEMM)";
+  }
+  return "?";
+}
+
 std::string bf16_gemm_name(Bf16Gemm kernel) {
   switch (kernel) {
     case Bf16Gemm::native: return fmt::format("native (AVX512-BF16, libxsmm target {})", xsmm_target_arch());

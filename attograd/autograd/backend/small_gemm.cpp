@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include <attograd/autograd/backend/cpu.h>
 #include <attograd/autograd/backend/threads.h>
 #include <attograd/autograd/error.h>
@@ -117,6 +119,12 @@ const char* xsmm_target_arch() {
   return libxsmm_get_target_arch();
 }
 
+std::string xsmm_bf16_missing() {
+  if (xsmm_bf16_native()) return "";
+  if (!cpu_features().avx512_bf16) return "this CPU has no AVX512-BF16 instructions";
+  return fmt::format("libxsmm targets {} here, which has no AVX512-BF16 kernels", xsmm_target_arch());
+}
+
 XsmmBf16Kernel xsmm_bf16_kernel(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, bool beta0) {
   // Column-major, as the float kernels: m = N, n = M, its A = the packed b (VNNI_A, ld ldb), its B = a.
   const int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (beta0 ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
@@ -147,6 +155,11 @@ XsmmKernel xsmm_kernel(int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, 
 size_t xsmm_cached_kernels() { return 0; }
 
 bool xsmm_bf16_native() { return false; }
+
+std::string xsmm_bf16_missing() {
+  return cpu_features().avx512_bf16 ? "this build has no libxsmm (ATTOGRAD_XSMM=OFF or libxsmm-dev missing)"
+                                    : "this CPU has no AVX512-BF16 instructions";
+}
 
 const char* xsmm_target_arch() { return "none"; }
 

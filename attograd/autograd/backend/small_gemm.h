@@ -27,6 +27,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include <attograd/autograd/bfloat16.h>
 
@@ -76,6 +77,8 @@ size_t xsmm_cached_kernels();
 // this CPU has them and libxsmm's target is cpx or later. False in a build
 // without libxsmm.
 bool xsmm_bf16_native();
+// Why xsmm_bf16_native() is false, in words for a one-line message ("" when it is true).
+std::string xsmm_bf16_missing();
 // libxsmm's target architecture ("cpx", "skx", "hsw", ...; "none" without libxsmm).
 const char* xsmm_target_arch();
 
