@@ -20,8 +20,8 @@ from .part when the run ends well; a log whose setup matches the request and
 whose last evaluation is at --steps is not run again), one thread each,
 --jobs at once. report prints, at the f32 runs' last evaluation, per setting
 the held-out loss, mean [95% t] over seeds, and minus f32 paired by seed,
-with the issue's rule (within 1% of float32's loss, or within the f32 seeds'
-standard deviation; tools/precision_rule.py) judged on the mean and on the
+with the issue's rule (worse than float32 by at most 1% of its loss or the
+f32 seeds' standard deviation; tools/precision_rule.py) judged on the mean and on the
 interval's worse end; a run whose loss is not finite is counted as diverged;
 then the mean held-out loss of every setting at every evaluation.
 """
